@@ -1,0 +1,1 @@
+"""Streamlit dashboard over the results database (read-only; pages call `db.queries`)."""

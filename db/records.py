@@ -1,0 +1,140 @@
+"""Plain records that cross process boundaries: GPU workers build them, the driver writes them.
+
+They are dataclasses, not ORM objects (STYLE: no ORM objects across processes), and their field
+order is the column order of CSV exports. The status words are the design's contract.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """How one measurement ended. A failed point is a row with one of these, never a gap."""
+
+    OK = "ok"
+    WRONG = "wrong"  # ran, but failed the accuracy check
+    COMPILE_ERROR = "compile_error"  # Triton could not compile it, or it does not fit the device
+    LAUNCH_ERROR = "launch_error"  # the launcher or the launch raised
+    CRASHED = "crashed"  # the worker process died (after one retry)
+    TIMEOUT = "timeout"  # ran past its deadline; the worker was killed
+
+
+class Backend(StrEnum):
+    CUDA = "cuda"
+    INTERPRETER = "interpreter"  # TRITON_INTERPRET=1 on the CPU: times are not GPU times
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """What a result depends on besides the code: the GPU model and the software stack.
+
+    One row per distinct fingerprint. A point measured on a machine with the same fingerprint
+    (same host, GPU model and versions) counts as done when a sweep resumes.
+    """
+
+    gpu_name: str
+    sm_count: int
+    l2_bytes: int
+    memory_bytes: int
+    compute_capability: str  # "9.0"; "" on the interpreter
+    driver_version: str
+    cuda_version: str
+    torch_version: str
+    triton_version: str
+    ray_version: str
+    python_version: str
+    host: str
+    project_version: str
+    backend: str = Backend.CUDA
+    # Datasheet-free ceilings for the roofline; 0 where unknown.
+    peak_tflops: float = 0.0  # dense bf16/fp16 tensor-core TFLOP/s
+    peak_gbps: float = 0.0  # DRAM bandwidth, GB/s, from NVML bus width x max memory clock
+
+    @property
+    def fingerprint(self) -> str:
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass
+class MeasurementRecord:
+    """One point (variant x dtype x shape x config) as measured by one worker.
+
+    Identity (the unique key, with the environment): code_version, variant, dtype, m, n, k,
+    config_key. Everything else is a measurement. Optional fields stay None when the point
+    failed before they could be measured or the backend cannot tell (interpreter).
+    """
+
+    # identity
+    code_version: str
+    variant: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    config_key: str
+    # config columns
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int
+    split_k: int
+    num_warps: int
+    num_stages: int
+    input_precision: str
+    # outcome
+    status: str
+    error: str = ""
+    # timing, milliseconds per call
+    ms: float | None = None
+    ms_p20: float | None = None
+    ms_p80: float | None = None
+    reps: int | None = None
+    tflops: float | None = None
+    # accuracy
+    rel_err: float | None = None
+    nondeterminism: float | None = None  # max |c1 - c2| over repeated runs (atomic variants)
+    # derived (farm.metrics computes; nothing else recomputes)
+    tiles: int | None = None
+    programs: int | None = None
+    tiles_per_sm: float | None = None
+    waves: float | None = None
+    occupancy: int | None = None  # programs resident per SM
+    operand_bytes: int | None = None  # A + B + C bytes
+    # compiled kernel
+    registers: int | None = None
+    shared_mem: int | None = None  # bytes per program
+    compile_s: float | None = None
+    # GPU state around the measurement
+    sm_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    throttled: bool | None = None
+    throttle_reasons: str = ""
+    # where and when
+    worker: str = ""
+    gpu_uuid: str = ""
+    backend: str = Backend.CUDA
+    created_at: datetime = field(default_factory=utcnow)
+
+    @property
+    def key(self) -> tuple:
+        """The identity of the point within one environment (the resume key)."""
+        return point_key(self.code_version, self.variant, self.dtype, self.m, self.n, self.k, self.config_key)
+
+
+def point_key(code_version: str, variant: str, dtype: str, m: int, n: int, k: int, config_key: str) -> tuple:
+    return (code_version, variant, dtype, int(m), int(n), int(k), config_key)
+
+
+MEASUREMENT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(MeasurementRecord))
+ENVIRONMENT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EnvironmentInfo))

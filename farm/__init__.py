@@ -1,0 +1,1 @@
+"""The sweep: grid specs and presets, GPU worker actors, the measurement protocol, the driver, the CLI."""

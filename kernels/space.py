@@ -1,0 +1,170 @@
+"""Config spaces as data, and the small pure rules that prune them per problem.
+
+A space names the `MatmulConfig` axes a schedule varies, with default values; a sweep spec may
+replace any axis's values. `ConfigSpace.configs(problem)` is the Cartesian product minus the
+configs some rule rejects. Each rule returns the reason it rejects a config, or None.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from kernels.config import LIBRARY_CONFIG, MatmulConfig
+from kernels.schedule import aligned_chunk, cdiv
+
+# Per-block shared memory opt-in limit of an H100/H200 (227 KB); the farm passes the device's own.
+DEFAULT_SMEM_LIMIT = 232_448
+# Registers a thread can hold; an fp32 accumulator above half of that leaves no room for the A/B
+# fragments and spills (128x256 tiles with 4 warps need 256 accumulator registers per thread).
+MAX_ACC_REGS_PER_THREAD = 128
+
+DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    for name, dt in DTYPES.items():
+        if dt == dtype:
+            return name
+    raise ValueError(f"unsupported dtype {dtype}; supported: {', '.join(DTYPES)}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What pruning needs to know about one matmul: C[m, n] = A[m, k] @ B[k, n] on one device."""
+
+    m: int
+    n: int
+    k: int
+    dtype: torch.dtype
+    smem_limit: int = DEFAULT_SMEM_LIMIT
+
+    @property
+    def elem_bytes(self) -> int:
+        return self.dtype.itemsize
+
+
+Rule = Callable[[MatmulConfig, Problem], str | None]
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def fits_shared_memory(cfg: MatmulConfig, p: Problem) -> str | None:
+    """The software pipeline keeps num_stages A and B tiles in shared memory."""
+    need = (cfg.block_m + cfg.block_n) * cfg.block_k * p.elem_bytes * cfg.num_stages
+    return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
+
+
+def fits_registers(cfg: MatmulConfig, p: Problem) -> str | None:
+    acc = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    return f"{acc} accumulator registers per thread" if acc > MAX_ACC_REGS_PER_THREAD else None
+
+
+def blocks_fit_problem(cfg: MatmulConfig, p: Problem) -> str | None:
+    """A block larger than the next power of two of its dimension only computes padding."""
+    for name, size in (("block_m", p.m), ("block_n", p.n), ("block_k", p.k)):
+        block = getattr(cfg, name)
+        if block > max(16, _next_pow2(size)):
+            return f"{name}={block} exceeds the problem ({size})"
+    return None
+
+
+def grouping_matters(cfg: MatmulConfig, p: Problem) -> str | None:
+    """GROUP_SIZE_M > 1 changes the program order only with several tile rows and columns."""
+    if cfg.group_m == 1:
+        return None
+    num_pid_m, num_pid_n = cdiv(p.m, cfg.block_m), cdiv(p.n, cfg.block_n)
+    if num_pid_n == 1:
+        return "group_m > 1 with a single tile column is the ungrouped order"
+    if cfg.group_m > num_pid_m:
+        return f"group_m={cfg.group_m} > {num_pid_m} tile rows (same order as group_m={num_pid_m})"
+    return None
+
+
+def split_chunks_fill(cfg: MatmulConfig, p: Problem) -> str | None:
+    """Each split gets at least one whole BLOCK_K, and no split is empty."""
+    if cfg.split_k == 1:
+        return None
+    if cdiv(p.k, cfg.split_k) < cfg.block_k:
+        return f"K/split_k = {cdiv(p.k, cfg.split_k)} < block_k={cfg.block_k}"
+    if (cfg.split_k - 1) * aligned_chunk(p.k, cfg.split_k, cfg.block_k) >= p.k:
+        return f"split_k={cfg.split_k} leaves empty chunks at K={p.k}, block_k={cfg.block_k}"
+    return None
+
+
+def precision_applies(cfg: MatmulConfig, p: Problem) -> str | None:
+    if p.dtype != torch.float32 and cfg.input_precision != "ieee":
+        return "input_precision applies to float32 inputs only"
+    return None
+
+
+TILE_RULES: tuple[Rule, ...] = (precision_applies, blocks_fit_problem, fits_shared_memory, fits_registers)
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    name: str
+    # axis -> default values; the axes a schedule varies. Others keep MatmulConfig defaults.
+    axes: Mapping[str, tuple] = field(default_factory=dict)
+    rules: tuple[Rule, ...] = TILE_RULES
+    base: MatmulConfig = field(default_factory=MatmulConfig)
+
+    def candidates(self, axes: Mapping[str, Sequence] | None = None) -> list[MatmulConfig]:
+        """The unpruned product of this space's axes, values from `axes` where given."""
+        axes = axes or {}
+        chosen = {axis: tuple(axes.get(axis, default)) for axis, default in self.axes.items()}
+        chosen.setdefault("input_precision", tuple(axes.get("input_precision", ("ieee",))))
+        names = list(chosen)
+        return [
+            self.base.replace(**dict(zip(names, values))) for values in itertools.product(*chosen.values())
+        ]
+
+    def prune(self, cfg: MatmulConfig, problem: Problem) -> str | None:
+        """Why `cfg` is left out for `problem`, or None if it stays."""
+        for rule in self.rules:
+            reason = rule(cfg, problem)
+            if reason is not None:
+                return reason
+        return None
+
+    def configs(self, problem: Problem, axes: Mapping[str, Sequence] | None = None) -> list[MatmulConfig]:
+        kept = {cfg for cfg in self.candidates(axes) if self.prune(cfg, problem) is None}
+        return sorted(kept)
+
+
+_TILE_AXES = {
+    "block_m": (64, 128),
+    "block_n": (64, 128),
+    "block_k": (32, 64),
+    "num_warps": (4, 8),
+    "num_stages": (3,),
+}
+
+SPACES: dict[str, ConfigSpace] = {
+    "tiled": ConfigSpace("tiled", _TILE_AXES),
+    "grouped": ConfigSpace("grouped", {**_TILE_AXES, "group_m": (1, 8)}, (*TILE_RULES, grouping_matters)),
+    "splitk": ConfigSpace(
+        "splitk",
+        {**_TILE_AXES, "group_m": (1,), "split_k": (1, 4, 16)},
+        (*TILE_RULES, grouping_matters, split_chunks_fill),
+    ),
+    "library": ConfigSpace("library", {}, (precision_applies,), base=LIBRARY_CONFIG),
+}
+
+
+def get_space(space: str | ConfigSpace) -> ConfigSpace:
+    if isinstance(space, ConfigSpace):
+        return space
+    try:
+        return SPACES[space]
+    except KeyError:
+        raise ValueError(f"unknown config space {space!r}; known: {', '.join(SPACES)}") from None

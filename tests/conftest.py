@@ -1,0 +1,22 @@
+"""Test-wide setup: without a GPU, kernels run under Triton's interpreter on the CPU.
+
+TRITON_INTERPRET must be set before any @triton.jit function is defined (Triton reads it when
+it decorates), so this runs before the test modules import `kernels`.
+"""
+
+import os
+
+import pytest
+import torch
+
+ON_GPU = torch.cuda.is_available()
+if not ON_GPU:
+    os.environ["TRITON_INTERPRET"] = "1"
+    from kernels.interpreter import fix_bf16
+
+    fix_bf16()
+
+
+@pytest.fixture(scope="session")
+def device() -> torch.device:
+    return torch.device("cuda" if ON_GPU else "cpu")
