@@ -52,19 +52,30 @@ def compile_only(variant, a, b, cfg):
 def probe_compile(device) -> dict:
     a = torch.randn(4096, 4096, device=device, dtype=torch.bfloat16)
     b = torch.randn(4096, 4096, device=device, dtype=torch.bfloat16)
-    tiles = [(128, 128, 64, 8), (128, 256, 64, 8), (64, 128, 64, 4), (128, 64, 64, 4), (64, 64, 64, 4),
-             (128, 128, 32, 4)]
+    tiles = [
+        (128, 128, 64, 8),
+        (128, 256, 64, 8),
+        (64, 128, 64, 4),
+        (128, 64, 64, 4),
+        (64, 64, 64, 4),
+        (128, 128, 32, 4),
+    ]
     out = {}
     for label, stages, workers in (("serial", (3, 4), 1), ("threads8", (2, 5), 8)):
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()
-        cfgs = [MatmulConfig(bm, bn, bk, group_m=8, num_warps=w, num_stages=s) for bm, bn, bk, w in tiles
-                for s in stages]
+        cfgs = [
+            MatmulConfig(bm, bn, bk, group_m=8, num_warps=w, num_stages=s)
+            for bm, bn, bk, w in tiles
+            for s in stages
+        ]
         t0 = time.perf_counter()
         if workers == 1:
             each = [compile_only("grouped", a, b, c) for c in cfgs]
         else:
             with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                each = list(pool.map(lambda c: contextvars.copy_context().run(compile_only, "grouped", a, b, c), cfgs))
+                each = list(
+                    pool.map(lambda c: contextvars.copy_context().run(compile_only, "grouped", a, b, c), cfgs)
+                )
         wall = time.perf_counter() - t0
         out[label] = {"configs": len(cfgs), "wall_s": wall, "sum_s": sum(each)}
         print(f"compile {label}: {len(cfgs)} configs in {wall:.1f} s wall (sum of calls {sum(each):.1f} s)")
@@ -81,16 +92,50 @@ def probe_resources(device) -> dict:
     from kernels.grouped import _grouped_kernel
 
     a = torch.randn(512, 512, device=device, dtype=torch.bfloat16)
-    kernel = _grouped_kernel[(16,)](a, a, torch.empty_like(a), 512, 512, 512, 512, 1, 512, 1, 512, 1,
-                                    BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, INPUT_PRECISION="ieee",
-                                    num_warps=8, num_stages=3)
+    kernel = _grouped_kernel[(16,)](
+        a,
+        a,
+        torch.empty_like(a),
+        512,
+        512,
+        512,
+        512,
+        1,
+        512,
+        1,
+        512,
+        1,
+        BLOCK_M=128,
+        BLOCK_N=128,
+        BLOCK_K=64,
+        GROUP_M=8,
+        INPUT_PRECISION="ieee",
+        num_warps=8,
+        num_stages=3,
+    )
     props = torch.cuda.get_device_properties(device)
-    out = {"n_regs": getattr(kernel, "n_regs", None), "n_spills": getattr(kernel, "n_spills", None),
-           "shared": kernel.metadata.shared, "num_warps": kernel.metadata.num_warps,
-           "props": {k: getattr(props, k, None) for k in (
-               "name", "multi_processor_count", "L2_cache_size", "shared_memory_per_block_optin",
-               "shared_memory_per_multiprocessor", "regs_per_multiprocessor", "max_threads_per_multi_processor",
-               "total_memory", "major", "minor", "uuid")}}
+    out = {
+        "n_regs": getattr(kernel, "n_regs", None),
+        "n_spills": getattr(kernel, "n_spills", None),
+        "shared": kernel.metadata.shared,
+        "num_warps": kernel.metadata.num_warps,
+        "props": {
+            k: getattr(props, k, None)
+            for k in (
+                "name",
+                "multi_processor_count",
+                "L2_cache_size",
+                "shared_memory_per_block_optin",
+                "shared_memory_per_multiprocessor",
+                "regs_per_multiprocessor",
+                "max_threads_per_multi_processor",
+                "total_memory",
+                "major",
+                "minor",
+                "uuid",
+            )
+        },
+    }
     out["props"]["uuid"] = str(out["props"]["uuid"])
     print(f"resources: {out}")
     return out
@@ -101,12 +146,15 @@ def probe_nvml() -> dict:
 
     pynvml.nvmlInit()
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
-    out = {"driver": pynvml.nvmlSystemGetDriverVersion(), "name": pynvml.nvmlDeviceGetName(h),
-           "uuid": pynvml.nvmlDeviceGetUUID(h),
-           "sm_clock": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-           "sm_clock_max": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
-           "mem_clock_max": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
-           "temp": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)}
+    out = {
+        "driver": pynvml.nvmlSystemGetDriverVersion(),
+        "name": pynvml.nvmlDeviceGetName(h),
+        "uuid": pynvml.nvmlDeviceGetUUID(h),
+        "sm_clock": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "sm_clock_max": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "mem_clock_max": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        "temp": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+    }
     for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
         fn = getattr(pynvml, name, None)
         if fn is not None:
@@ -128,7 +176,8 @@ def probe_poison(device) -> dict:
     torch.full((m, n), math.nan, device=device, dtype=torch.bfloat16)  # allocate, fill, free
     c = torch.empty((m, n), device=device, dtype=torch.bfloat16)
     _tiled_kernel[(triton.cdiv(m, 64) - 1, triton.cdiv(n, 64))](
-        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, INPUT_PRECISION="ieee")
+        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, INPUT_PRECISION="ieee"
+    )
     nan_rows = int(torch.isnan(c).any(dim=1).sum())
     print(f"poison: rows left NaN by a grid missing its last tile row: {nan_rows} (expect {m - 256})")
     return {"nan_rows": nan_rows, "expected": m - 256}
@@ -161,11 +210,14 @@ def probe_timing(device) -> dict:
             torch.cuda.synchronize()
             flush_times.append(e[0].elapsed_time(e[1]))
             times.append(e[1].elapsed_time(e[2]))
-        out[f"flush{flush_mb}"] = {"flush_us": statistics.median(flush_times) * 1e3,
-                                   "median_us": statistics.median(times) * 1e3,
-                                   "p20_us": statistics.quantiles(times, n=5)[0] * 1e3}
-    out["do_bench_us"] = [triton.testing.do_bench(lambda: launch(a, b, cfg), return_mode="median") * 1e3
-                          for _ in range(5)]
+        out[f"flush{flush_mb}"] = {
+            "flush_us": statistics.median(flush_times) * 1e3,
+            "median_us": statistics.median(times) * 1e3,
+            "p20_us": statistics.quantiles(times, n=5)[0] * 1e3,
+        }
+    out["do_bench_us"] = [
+        triton.testing.do_bench(lambda: launch(a, b, cfg), return_mode="median") * 1e3 for _ in range(5)
+    ]
     print(f"timing: {out}")
     return out
 
@@ -176,9 +228,13 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device("cuda")
     results = {}
-    for name, probe in (("nvml", probe_nvml), ("resources", lambda: probe_resources(device)),
-                        ("poison", lambda: probe_poison(device)), ("timing", lambda: probe_timing(device)),
-                        ("compile", lambda: probe_compile(device))):
+    for name, probe in (
+        ("nvml", probe_nvml),
+        ("resources", lambda: probe_resources(device)),
+        ("poison", lambda: probe_poison(device)),
+        ("timing", lambda: probe_timing(device)),
+        ("compile", lambda: probe_compile(device)),
+    ):
         try:
             results[name] = probe()
         except Exception as exc:  # a probe that fails tells us something too

@@ -30,16 +30,34 @@ SMALL_CFG = {
 
 
 def _big_tile_configs(group_m: int, split_ks=(1,)):
-    tiles = [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
-             (128, 128, 32, 4, 4), (64, 256, 64, 4, 4)]
-    return [MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
-            for bm, bn, bk, w, st in tiles for s in split_ks]
+    tiles = [
+        (128, 256, 64, 8, 3),
+        (256, 128, 64, 8, 3),
+        (128, 128, 64, 8, 4),
+        (128, 128, 64, 4, 4),
+        (128, 128, 32, 4, 4),
+        (64, 256, 64, 4, 4),
+    ]
+    return [
+        MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
+        for bm, bn, bk, w, st in tiles
+        for s in split_ks
+    ]
 
 
 def _skinny_configs(group_m: int, split_ks):
-    tiles = [(64, 64, 128, 4, 4), (64, 64, 64, 4, 5), (128, 128, 64, 8, 3), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4)]
-    return [MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
-            for bm, bn, bk, w, st in tiles for s in split_ks]
+    tiles = [
+        (64, 64, 128, 4, 4),
+        (64, 64, 64, 4, 5),
+        (128, 128, 64, 8, 3),
+        (64, 128, 64, 4, 4),
+        (128, 64, 64, 4, 4),
+    ]
+    return [
+        MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
+        for bm, bn, bk, w, st in tiles
+        for s in split_ks
+    ]
 
 
 PERF_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (512, 512, 32768), (256, 256, 65536)]
@@ -70,10 +88,20 @@ def accuracy_table(device) -> list[dict]:
                 acc = check_accuracy(get_variant(variant).launch(a, b, cfg), reference_matmul(a, b), dtype, k)
                 if acc.rel_err / acc.tolerance >= worst / max(tol_at_worst, 1e-30):
                     worst, tol_at_worst = acc.rel_err, acc.tolerance
-                rows.append({"dtype": str(dtype), "variant": variant, "shape": [m, n, k], "rel_err": acc.rel_err,
-                             "tolerance": acc.tolerance, "ok": acc.ok})
-            print(f"accuracy {dtype!s:15s} {variant:11s} worst rel_err {worst:.2e} (tol {tol_at_worst:.2e})",
-                  flush=True)
+                rows.append(
+                    {
+                        "dtype": str(dtype),
+                        "variant": variant,
+                        "shape": [m, n, k],
+                        "rel_err": acc.rel_err,
+                        "tolerance": acc.tolerance,
+                        "ok": acc.ok,
+                    }
+                )
+            print(
+                f"accuracy {dtype!s:15s} {variant:11s} worst rel_err {worst:.2e} (tol {tol_at_worst:.2e})",
+                flush=True,
+            )
     return rows
 
 
@@ -96,15 +124,30 @@ def perf_table(device, budget_s: float) -> list[dict]:
                     out = launch(a, b, cfg)
                     torch.cuda.synchronize()
                 except Exception as exc:  # out of resources: record and go on
-                    rows.append({"variant": variant, "shape": [m, n, k], "config": cfg.key, "error": str(exc)[:200]})
+                    rows.append(
+                        {"variant": variant, "shape": [m, n, k], "config": cfg.key, "error": str(exc)[:200]}
+                    )
                     continue
                 compile_s = time.time() - t0
                 acc = check_accuracy(out, ref, dtype, k)
-                ms = triton.testing.do_bench(lambda: launch(a, b, cfg), warmup=25, rep=100, return_mode="median")
-                rows.append({"variant": variant, "shape": [m, n, k], "config": cfg.key, "ms": ms,
-                             "tflops": 2 * m * n * k / ms * 1e-9, "rel_err": acc.rel_err, "ok": acc.ok,
-                             "compile_s": compile_s})
-        del a, b, ref
+                ms = triton.testing.do_bench(
+                    lambda: launch(a, b, cfg),  # noqa: B023 (called right here, inside the loop)
+                    warmup=25,
+                    rep=100,
+                    return_mode="median",
+                )
+                rows.append(
+                    {
+                        "variant": variant,
+                        "shape": [m, n, k],
+                        "config": cfg.key,
+                        "ms": ms,
+                        "tflops": 2 * m * n * k / ms * 1e-9,
+                        "rel_err": acc.rel_err,
+                        "ok": acc.ok,
+                        "compile_s": compile_s,
+                    }
+                )
     return rows
 
 
@@ -118,7 +161,9 @@ def main() -> None:
     acc_rows = accuracy_table(device)
     perf_rows = perf_table(device, args.perf_budget_s)
     with open(args.out, "w") as fh:
-        json.dump({"accuracy": acc_rows, "perf": perf_rows, "device": torch.cuda.get_device_name()}, fh, indent=1)
+        json.dump(
+            {"accuracy": acc_rows, "perf": perf_rows, "device": torch.cuda.get_device_name()}, fh, indent=1
+        )
     print(f"\nfailed accuracy rows: {[r for r in acc_rows if not r['ok']]}")
     print(f"\n{'shape':>18s} {'variant':11s} {'best TFLOP/s':>12s} {'vs cuBLAS':>9s}  config")
     for shape in PERF_SHAPES:
@@ -128,8 +173,10 @@ def main() -> None:
             mine = [r for r in ok if r["variant"] == variant]
             if mine:
                 best = max(mine, key=lambda r: r["tflops"])
-                print(f"{'x'.join(map(str, shape)):>18s} {variant:11s} {best['tflops']:12.1f} "
-                      f"{best['tflops'] / cublas:9.2f}  {best['config']}")
+                print(
+                    f"{'x'.join(map(str, shape)):>18s} {variant:11s} {best['tflops']:12.1f} "
+                    f"{best['tflops'] / cublas:9.2f}  {best['config']}"
+                )
 
 
 if __name__ == "__main__":

@@ -12,12 +12,9 @@ import os
 import sys
 
 from db.errors import DatabaseError
+from farm.errors import UserError
 
 DEFAULT_DB = "results.db"
-
-
-class UserError(Exception):
-    """Bad input a user can fix; the CLI prints it and exits 2 (subclassed by spec and plugin errors)."""
 
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:

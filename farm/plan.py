@@ -1,0 +1,141 @@
+"""From a validated spec to work: points, resume filtering, batches, and a time estimate.
+
+A batch is one (dtype, shape) with the configs of every variant for it: the worker builds the
+inputs and the fp64 reference once, and times the batch's points interleaved, so the best-config
+and split-K comparisons of a shape are made under the same clock conditions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from db.records import point_key
+from farm.errors import UserError
+from farm.spec import GridSpec
+from kernels import DTYPES, MatmulConfig, UnknownVariantError, get_variant
+from kernels.space import DEFAULT_SMEM_LIMIT
+
+# Points per batch: enough to interleave the configs of a shape, few enough that a batch lost to a
+# crashed worker costs seconds, not minutes.
+MAX_BATCH_POINTS = 48
+
+
+@dataclass(frozen=True)
+class Point:
+    variant: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    config: MatmulConfig
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.m, self.n, self.k
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    def key(self, code_version: str) -> tuple:
+        return point_key(code_version, self.variant, self.dtype, self.m, self.n, self.k, self.config.key)
+
+    def label(self) -> str:
+        return f"{self.variant} {self.dtype} {self.m}x{self.n}x{self.k} {self.config.key}"
+
+
+@dataclass
+class Batch:
+    dtype: str
+    m: int
+    n: int
+    k: int
+    points: list[Point]
+    seed: int
+    attempt: int = 0  # 1 once re-queued after its worker died; then points run one per batch
+    id: int = field(default=0)
+
+
+def check_variants(spec: GridSpec) -> None:
+    for i, name in enumerate(spec.variants):
+        try:
+            get_variant(name)
+        except UnknownVariantError as exc:
+            raise UserError(f"spec variants[{i}]: {exc}") from None
+
+
+def expand(spec: GridSpec, smem_limit: int = DEFAULT_SMEM_LIMIT) -> tuple[list[Point], Counter]:
+    """Every point of the spec after pruning, and how many candidates each variant lost to pruning."""
+    check_variants(spec)
+    axes = spec.configs.axes()
+    points: list[Point] = []
+    pruned: Counter = Counter()
+    for dtype in spec.dtypes:
+        for m, n, k in spec.shape_list():
+            for name in spec.variants:
+                variant = get_variant(name)
+                kept = variant.configs(m, n, k, DTYPES[dtype], axes, smem_limit=smem_limit)
+                pruned[name] += len(set(variant.space.candidates(axes))) - len(kept)
+                points += [Point(name, dtype, m, n, k, cfg) for cfg in kept]
+    return points, pruned
+
+
+def code_versions(variants: Iterable[str]) -> dict[str, str]:
+    """Per variant: a hash of the kernels package and, for a plugin, of the plugin's file.
+
+    Editing any kernel file invalidates every variant's results (the variants share tile code);
+    editing a plugin invalidates that plugin's variants only.
+    """
+    package = Path(get_variant("tiled").source_file).parent
+    base = hashlib.sha256()
+    for path in sorted(package.glob("*.py")):
+        base.update(path.name.encode() + path.read_bytes())
+    out = {}
+    for name in variants:
+        h = base.copy()
+        source = Path(get_variant(name).source_file)
+        if source.parent != package:
+            h.update(source.read_bytes())
+        out[name] = h.hexdigest()[:12]
+    return out
+
+
+def pending(points: Sequence[Point], versions: dict[str, str], done: set[tuple]) -> list[Point]:
+    return [p for p in points if p.key(versions[p.variant]) not in done]
+
+
+def make_batches(points: Sequence[Point], seed: int, max_points: int = MAX_BATCH_POINTS) -> list[Batch]:
+    """Group points by (dtype, shape) in chunks; shuffle the batch order with the spec's seed.
+
+    Shapes in random order keep slow clock drift from lining up with the grid's order.
+    """
+    by_shape: dict[tuple, list[Point]] = {}
+    for p in points:
+        by_shape.setdefault((p.dtype, p.m, p.n, p.k), []).append(p)
+    batches = []
+    for (dtype, m, n, k), group in by_shape.items():
+        for start in range(0, len(group), max_points):
+            batches.append(Batch(dtype, m, n, k, group[start : start + max_points], seed=seed))
+    random.Random(seed).shuffle(batches)
+    for i, batch in enumerate(batches):
+        batch.id = i
+    return batches
+
+
+# Rough rates for the estimate: dense bf16/fp16 at 400 TFLOP/s (about half an H100's peak, what
+# tuned configs reach on average), fp32 "ieee" on CUDA cores at 20 TFLOP/s, 0.5 s per compile,
+# 20 timed launches and 4 other launches per point, each behind a 70 us L2 flush.
+EST_TFLOPS = {"float16": 400.0, "bfloat16": 400.0, "float32": 20.0}
+EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S = 0.5, 24, 70e-6
+
+
+def estimate_gpu_seconds(points: Sequence[Point], compile_threads: int = 8) -> float:
+    kernels = {(p.variant, p.dtype, p.config) for p in points}
+    compile_s = len(kernels) * EST_COMPILE_S / compile_threads
+    run_s = sum(EST_LAUNCHES * (p.flops / (EST_TFLOPS[p.dtype] * 1e12) + EST_FLUSH_S) for p in points)
+    return compile_s + run_s

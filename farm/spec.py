@@ -1,0 +1,176 @@
+"""Grid specs: a user's YAML (or a preset of the same format), validated with pydantic.
+
+Every error names the field and, for YAML files, the line: `spec.yaml:7: shapes[1].m: ...`.
+Validation happens before Ray starts or the database is touched, so a bad spec changes nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+)
+
+from farm.errors import UserError
+
+DType = Literal["float16", "bfloat16", "float32"]
+
+
+def _pow2(value: int) -> int:
+    if value & (value - 1):
+        raise ValueError(f"{value} is not a power of two")
+    return value
+
+
+# A size field is one number or a list of them; both validate as a non-empty list.
+Sizes = Annotated[
+    list[PositiveInt], BeforeValidator(lambda v: v if isinstance(v, list) else [v]), Field(min_length=1)
+]
+Pow2List = list[Annotated[PositiveInt, AfterValidator(_pow2)]]
+
+
+class SpecError(UserError):
+    """A grid spec that cannot be used; the message lists every problem with its field and line."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ShapeProduct(_Strict):
+    """A Cartesian product of sizes: each field is one size or a list of sizes."""
+
+    m: Sizes
+    n: Sizes
+    k: Sizes
+
+    def expand(self) -> Iterator[tuple[int, int, int]]:
+        return itertools.product(self.m, self.n, self.k)
+
+
+class ConfigAxes(_Strict):
+    """Values per MatmulConfig axis. Each variant uses the axes its config space has."""
+
+    block_m: Pow2List | None = None
+    block_n: Pow2List | None = None
+    block_k: Pow2List | None = None
+    group_m: list[PositiveInt] | None = None
+    split_k: list[PositiveInt] | None = None
+    num_warps: Pow2List | None = None
+    num_stages: list[PositiveInt] | None = None
+    input_precision: list[Literal["ieee", "tf32", "tf32x3"]] | None = None
+
+    def axes(self) -> dict[str, list]:
+        return {name: values for name, values in self.model_dump().items() if values is not None}
+
+
+class Timing(_Strict):
+    """The measurement protocol's knobs (farm/measure.py says how each is used)."""
+
+    min_reps: PositiveInt = 10
+    max_reps: PositiveInt = 100
+    # Stop once the 95% confidence interval of the median is within +-0.5% of it.
+    target_ci: float = Field(default=0.005, gt=0, lt=1)
+    max_seconds_per_point: float = Field(default=1.0, gt=0)
+    nondeterminism_repeats: PositiveInt = 3
+
+
+class GridSpec(_Strict):
+    name: str = Field(min_length=1)
+    dtypes: list[DType] = Field(min_length=1)
+    variants: list[str] = Field(min_length=1)
+    shapes: list[ShapeProduct] = Field(min_length=1)
+    configs: ConfigAxes = ConfigAxes()
+    seed: int = 0
+    timing: Timing = Timing()
+
+    def shape_list(self) -> list[tuple[int, int, int]]:
+        seen: dict[tuple[int, int, int], None] = {}
+        for product in self.shapes:
+            seen.update(dict.fromkeys(product.expand()))
+        return list(seen)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:
+    """The YAML line of the deepest node on the error's path that exists."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = [v for k, v in node.value if k.value == part]
+            if not match:
+                # an unknown key: point at the key itself
+                keys = [k for k, _ in node.value if k.value == part]
+                return keys[0].start_mark.line + 1 if keys else line
+            node = match[0]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def _field(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: a spec is a YAML mapping with name, dtypes, variants, shapes, configs")
+    try:
+        return GridSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = err["loc"]
+            line = _line_of(root, loc)
+            where = f"{source}:{line}" if line else source
+            problems.append(f"{where}: {_field(loc)}: {err['msg']}")
+        raise SpecError("invalid spec\n  " + "\n  ".join(dict.fromkeys(problems))) from None
+
+
+def preset_names() -> list[str]:
+    return sorted(
+        p.name.removesuffix(".yaml")
+        for p in resources.files("farm.presets").iterdir()
+        if p.name.endswith(".yaml")
+    )
+
+
+def load_spec(*, preset: str | None = None, path: str | None = None) -> GridSpec:
+    if (preset is None) == (path is None):
+        raise SpecError("give exactly one of --preset NAME or --spec FILE")
+    if preset is not None:
+        if preset not in preset_names():
+            raise SpecError(f"unknown preset {preset!r}; presets: {', '.join(preset_names())}")
+        text = resources.files("farm.presets").joinpath(f"{preset}.yaml").read_text()
+        return parse_spec(text, f"preset {preset}")
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {path}: {exc.strerror}") from None
+    return parse_spec(text, path)
+
+
+def spec_as_dict(spec: GridSpec) -> dict[str, Any]:
+    return spec.model_dump(mode="json")

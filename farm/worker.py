@@ -1,0 +1,328 @@
+"""`GpuWorker`: one Ray actor per GPU. It compiles ahead, checks, times, reads GPU state, and
+streams plain records back; it never touches the database (the driver is the only writer).
+
+`run_batch` is a generator (a Ray streaming generator): besides the records it yields progress
+events (`Progress`), so the driver knows at every moment which point is running, and what to
+blame and what to retry when the process dies or hangs. Two batches run at once (the actor is
+threaded): one compiles on the CPU while the other holds the GPU.
+
+Top-level imports stay free of `kernels` and Triton: the worker decides in `__init__` whether
+this process runs CUDA or the interpreter, which must be fixed before any kernel is defined.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import random
+import sys
+import threading
+import traceback
+from dataclasses import dataclass, field
+
+from db.records import Backend, MeasurementRecord, Status
+
+ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a batch is doing now. `index` is the point being checked; `estimate_s` the phase's
+    expected length, from which the driver sets its deadline."""
+
+    phase: str  # "queued" | "warmup" | "check" | "timing" | "poisoned"
+    index: int | None = None
+    estimate_s: float = 0.0
+    indices: tuple[int, ...] = ()  # the points being timed
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    environment: object  # db.records.EnvironmentInfo
+    worker: str
+    gpu_uuid: str
+    backend: str
+    smem_limit: int
+    pid: int
+
+
+@dataclass
+class _Slot:
+    """One point's way through a batch."""
+
+    point: object
+    launch: object
+    compiled: concurrent.futures.Future | None = None
+    compile_s: float | None = None
+    resources: object = None
+    check: object = None
+    record_fields: dict = field(default_factory=dict)
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text[:ERROR_CHARS]
+
+
+class GpuWorker:
+    def __init__(self, plugins: list, backend: str = "auto", compile_threads: int = 8, warmup_s: float = 2.0):
+        import torch
+
+        if backend == "auto":
+            backend = Backend.CUDA if torch.cuda.is_available() else Backend.INTERPRETER
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+        if backend == Backend.INTERPRETER and not interpreted:
+            if "kernels" in sys.modules:
+                raise RuntimeError("kernels were imported before the worker chose the interpreter backend")
+            os.environ["TRITON_INTERPRET"] = "1"
+        elif backend == Backend.CUDA and interpreted:
+            raise RuntimeError("TRITON_INTERPRET=1 is set in a worker asked to run CUDA")
+
+        from farm import compile as compile_ahead
+        from farm.gpu import Gpu
+        from farm.plugins import install_sources
+        from kernels.interpreter import fix_bf16
+
+        if backend == Backend.INTERPRETER:
+            fix_bf16()
+        else:
+            compile_ahead.install()
+        install_sources(plugins)
+        self.backend = backend
+        self.gpu = Gpu(backend)
+        self.compile_threads = compile_threads
+        self.pool = concurrent.futures.ThreadPoolExecutor(compile_threads, thread_name_prefix="compile")
+        self.gpu_lock = threading.Lock()
+        self.warmup_s = warmup_s
+        self.warm = False
+        self.poisoned = False
+        self.clock = None
+
+    def info(self) -> WorkerInfo:
+        return WorkerInfo(
+            self.gpu.environment(),
+            self.gpu.worker_name(),
+            self.gpu.uuid,
+            self.backend,
+            self.gpu.limits.smem_per_block,
+            os.getpid(),
+        )
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    # -- one batch ---------------------------------------------------------------------------
+
+    def run_batch(self, batch, policy, repeats: int):
+        """Yield Progress events and one MeasurementRecord per point of `batch`."""
+        import torch
+
+        from farm import measure
+        from kernels import DTYPES, get_variant, reference_matmul
+
+        if self.poisoned:  # the driver restarts this worker and runs the batch elsewhere
+            yield Progress("poisoned")
+            return
+        device, dtype = self.gpu.device, DTYPES[batch.dtype]
+        seed = hash((batch.seed, batch.dtype, batch.m, batch.n, batch.k)) & 0xFFFF_FFFF
+        a, b = measure.make_inputs(batch.m, batch.n, batch.k, dtype, device, seed)
+        slots = []
+        for point in batch.points:
+            launch = get_variant(point.variant).launch
+            slots.append(_Slot(point, lambda launch=launch, cfg=point.config: launch(a, b, cfg)))
+        side = torch.cuda.Stream(device) if device.type == "cuda" else None
+        for slot in slots:
+            slot.compiled = self.pool.submit(self._compile, slot, side)
+        # Compile every point before queueing for the GPU: until "queued", a worker that dies
+        # may have died compiling this batch; after it, this batch is not to blame.
+        concurrent.futures.wait([slot.compiled for slot in slots])
+        yield Progress("queued")
+
+        with self.gpu_lock:
+            if self.poisoned:
+                yield Progress("poisoned")
+                return
+            if not self.warm:
+                yield Progress("warmup", estimate_s=self.warmup_s)
+                measure.warm_up(device, self.warmup_s)
+                self.warm = True
+            reference = reference_matmul(a, b)
+            ready = []
+            for index, slot in enumerate(slots):
+                failed = self._wait_compiled(slot)
+                if failed:
+                    yield failed
+                    continue
+                yield Progress("check", index, estimate_s=self._check_estimate(slot.point))
+                outcome = self._check(slot, reference, dtype, repeats)
+                if outcome is not None:
+                    yield outcome
+                    if self.poisoned:
+                        return
+                    continue
+                ready.append(index)
+            if not ready:
+                return
+            timed = [slots[i] for i in ready]
+            estimate = sum(
+                min(policy.max_seconds_per_point, policy.max_reps * s.check.host_s * 2) for s in timed
+            )
+            yield Progress("timing", estimate_s=estimate, indices=tuple(ready))
+            before = self.gpu.state()
+            if device.type == "cuda" and self._clock_is_low(before):
+                measure.warm_up(device, 0.3)
+            try:
+                timings = measure.time_interleaved(
+                    [s.launch for s in timed],
+                    [s.check.host_s for s in timed],
+                    self._clock(device),
+                    policy,
+                    random.Random(seed),
+                )
+            except Exception as exc:  # a kernel that passed its check failed while timed
+                if not self._context_ok():
+                    self.poisoned = True
+                    yield Progress("poisoned", indices=tuple(ready))
+                    return
+                for slot in timed:
+                    yield self._record(slot, Status.LAUNCH_ERROR, error=_error_text(exc))
+                return
+            state = before.merge(self.gpu.state())
+            for slot, timing in zip(timed, timings):
+                yield self._record(slot, Status.OK, timing=timing, state=state)
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def _compile(self, slot, side_stream):
+        import torch
+
+        from farm.compile import compile_launcher
+        from kernels import get_variant
+
+        if self.backend == Backend.INTERPRETER or get_variant(slot.point.variant).baseline:
+            return None  # nothing to compile (a library baseline would run instead)
+        if side_stream is None:
+            return compile_launcher(slot.launch)
+        with torch.cuda.stream(side_stream):
+            return compile_launcher(slot.launch)
+
+    def _wait_compiled(self, slot) -> MeasurementRecord | None:
+        try:
+            compiled = slot.compiled.result()
+        except Exception as exc:  # nothing ran yet: whatever failed, failed while compiling
+            return self._record(slot, Status.COMPILE_ERROR, error=_error_text(exc) + "\n" + _last_frames(exc))
+        if compiled is not None:
+            slot.compile_s, slot.resources = compiled.seconds, compiled.resources
+        return None
+
+    def _check_estimate(self, point) -> float:
+        # fp64 reference is computed already; a check is a few launches of the kernel
+        return 4 * point.flops / 50e12
+
+    def _check(self, slot, reference, dtype, repeats) -> MeasurementRecord | None:
+        """None if the point is fit to time; otherwise its final record."""
+        from triton.runtime.errors import OutOfResources
+
+        from farm import measure
+        from kernels import get_variant
+
+        point = slot.point
+        try:
+            slot.check = measure.check(
+                slot.launch,
+                reference,
+                dtype,
+                point.k,
+                point.config.input_precision,
+                device=self.gpu.device,
+                m=point.m,
+                n=point.n,
+                split_k=point.config.split_k,
+                repeats=repeats if get_variant(point.variant).atomic else 1,
+            )
+        except OutOfResources as exc:
+            return self._record(slot, Status.COMPILE_ERROR, error=_error_text(exc))
+        except Exception as exc:
+            if not self._context_ok():
+                self.poisoned = True
+                return self._record(slot, Status.CRASHED, error="CUDA context lost: " + _error_text(exc))
+            return self._record(slot, Status.LAUNCH_ERROR, error=_error_text(exc) + "\n" + _last_frames(exc))
+        if not slot.check.ok:
+            return self._record(
+                slot,
+                Status.WRONG,
+                error=f"rel_err {slot.check.rel_err:.3g} > tolerance {slot.check.tolerance:.3g}",
+            )
+        return None
+
+    def _context_ok(self) -> bool:
+        import torch
+
+        if self.gpu.device.type != "cuda":
+            return True
+        try:
+            torch.cuda.synchronize(self.gpu.device)
+            return torch.ones(1, device=self.gpu.device).add_(1).item() == 2.0
+        except Exception:
+            return False
+
+    def _clock(self, device):
+        from farm import measure
+
+        if self.clock is None:
+            self.clock = (
+                measure.CudaClock(device, self.gpu.limits.l2_bytes)
+                if device.type == "cuda"
+                else measure.HostClock()
+            )
+        return self.clock
+
+    def _clock_is_low(self, state) -> bool:
+        top = self.gpu.max_sm_clock()
+        return bool(top and state.sm_clock_mhz and state.sm_clock_mhz < 0.8 * top)
+
+    def _record(self, slot, status: str, *, error: str = "", timing=None, state=None) -> MeasurementRecord:
+        from farm.metrics import derived
+
+        p, cfg, check = slot.point, slot.point.config, slot.check
+        fields = derived(
+            p.m, p.n, p.k, p.dtype, cfg, self.gpu.limits, slot.resources, timing.ms if timing else None
+        )
+        return MeasurementRecord(
+            code_version="",
+            variant=p.variant,
+            dtype=p.dtype,
+            m=p.m,
+            n=p.n,
+            k=p.k,
+            config_key=cfg.key,
+            block_m=cfg.block_m,
+            block_n=cfg.block_n,
+            block_k=cfg.block_k,
+            group_m=cfg.group_m,
+            split_k=cfg.split_k,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+            input_precision=cfg.input_precision,
+            status=status,
+            error=error,
+            ms=timing.ms if timing else None,
+            ms_p20=timing.ms_p20 if timing else None,
+            ms_p80=timing.ms_p80 if timing else None,
+            reps=timing.reps if timing else None,
+            rel_err=check.rel_err if check else None,
+            nondeterminism=check.nondeterminism if check else None,
+            compile_s=slot.compile_s,
+            sm_clock_mhz=state.sm_clock_mhz if state else None,
+            temperature_c=state.temperature_c if state else None,
+            throttled=state.throttled if state else None,
+            throttle_reasons=state.reasons if state else "",
+            worker=self.gpu.worker_name(),
+            gpu_uuid=self.gpu.uuid,
+            backend=self.backend,
+            **fields,
+        )
+
+
+def _last_frames(exc: BaseException, limit: int = 3) -> str:
+    return "".join(traceback.format_exception(exc, limit=-limit))[-ERROR_CHARS:]

@@ -1,0 +1,3 @@
+"""A plugin that cannot be loaded."""
+
+raise RuntimeError("this plugin is broken on purpose")

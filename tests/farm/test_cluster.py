@@ -1,0 +1,135 @@
+"""The farm as Ray users launch it: `ray job submit` against a real `ray start --head`, and one
+worker per (logical) GPU with the work spread across them."""
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, TINY_POINTS, measurements, subprocess_env, write_spec
+
+from farm.driver import Driver, SweepOptions
+from farm.spec import load_spec
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_head(tmp_path):
+    """`ray start --head` with 2 logical GPUs and the Jobs server; stopped with its process group."""
+    port, dashboard = _free_port(), _free_port()
+    env = subprocess_env()
+    proc = subprocess.Popen(
+        [
+            RAY,
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--num-gpus=2",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}",
+            f"--temp-dir={tmp_path / 'ray'}",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    address = f"http://127.0.0.1:{dashboard}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        probe = subprocess.run(
+            [RAY, "job", "list", "--address", address], env=env, capture_output=True, text=True
+        )
+        if probe.returncode == 0:
+            break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(1)
+    else:
+        raise AssertionError("the Ray head did not come up")
+    yield address
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, tiny_spec, tmp_path):
+    db = tmp_path / "results.db"
+    job = subprocess.run(
+        [
+            RAY,
+            "job",
+            "submit",
+            "--address",
+            ray_head,
+            "--working-dir",
+            str(REPO),
+            "--",
+            "python",
+            "farm/sweep.py",
+            "--spec",
+            str(tiny_spec),
+            "--db",
+            str(db),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    assert f"sweep finished: {TINY_POINTS} points measured" in job.stdout
+    rows = measurements(db)
+    assert len(rows) == TINY_POINTS and {status for *_, status in rows} == {"ok"}
+    with sqlite3.connect(db) as conn:
+        workers = {w for (w,) in conn.execute("SELECT DISTINCT worker FROM measurements")}
+    assert len(workers) == 2  # both logical GPUs of the head did work
+
+
+def test_one_worker_per_gpu_and_the_work_is_spread(ray_cluster, tmp_path):
+    spec = write_spec(
+        tmp_path,
+        """\
+        name: spread
+        dtypes: [float16]
+        variants: [tiled, cublas]
+        shapes: [{m: [16, 32, 48, 64], n: [16, 48], k: 32}]
+        configs: {block_m: [16], block_n: [16], block_k: [16], num_warps: [4], num_stages: [2]}
+        timing: {min_reps: 2, max_reps: 2}
+        """,
+    )
+    db = tmp_path / "results.db"
+    result = Driver(load_spec(path=str(spec)), SweepOptions(db=str(db), progress=False), "t").run()
+    assert result.status == "finished" and result.measured == 16  # 8 shapes, 8 batches of 2 points
+    with sqlite3.connect(db) as conn:
+        per_worker = dict(conn.execute("SELECT worker, count(*) FROM measurements GROUP BY worker"))
+        environments = conn.execute("SELECT count(*) FROM environments").fetchone()[0]
+    assert len(per_worker) == 4  # the session's Ray has 4 logical GPUs: one worker each
+    assert {w.split(":")[1] for w in per_worker} == {
+        "gpu0",
+        "gpu1",
+        "gpu2",
+        "gpu3",
+    }  # distinct CUDA_VISIBLE_DEVICES
+    assert sum(per_worker.values()) == 16
+    assert environments == 1  # same host and stack: one environment

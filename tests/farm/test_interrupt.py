@@ -1,0 +1,74 @@
+"""A sweep stopped from outside (Ctrl-C, or its driver killed) keeps what it finished and
+resumes when run again: nothing lost, nothing twice."""
+
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from conftest import REPO, TINY_POINTS, farm_command, measurements, subprocess_env
+
+
+def _start(spec, db):
+    return subprocess.Popen(
+        farm_command("sweep", "--spec", str(spec), "--db", str(db), "--workers", "2", "--no-progress"),
+        cwd=REPO,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for_rows(db, proc, at_least: int, timeout: float = 240) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        if db.exists():
+            try:
+                with sqlite3.connect(db, timeout=5) as conn:
+                    count = conn.execute("SELECT count(*) FROM measurements").fetchone()[0]
+                if count >= at_least:
+                    return count
+            except sqlite3.OperationalError:  # tables not created yet
+                pass
+        time.sleep(0.2)
+    raise AssertionError("the sweep stored nothing in time")
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "driver-sigkill"])
+def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, tiny_spec, stop):
+    db = tmp_path / "results.db"
+    proc = _start(tiny_spec, db)
+    _wait_for_rows(db, proc, at_least=1)
+    if stop == signal.SIGINT:
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the driver
+    else:
+        proc.kill()
+    output, _ = proc.communicate(timeout=120)
+    if stop == signal.SIGKILL:
+        subprocess.run(
+            ["pkill", "-9", "-s", str(proc.pid)], check=False
+        )  # its Ray processes, if any are left
+    saved = measurements(db)
+    assert 0 < len(saved) < TINY_POINTS
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        status = conn.execute("SELECT status FROM sweeps").fetchone()[0]
+    if stop == signal.SIGINT:
+        assert proc.returncode == 130
+        assert "every finished point is saved; run the same command again to resume" in output
+        assert status == "interrupted"
+    else:
+        assert status == "running"  # nobody was left to say otherwise
+
+    rerun = _start(tiny_spec, db)
+    output, _ = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, output
+    rows = measurements(db)
+    assert len(rows) == TINY_POINTS and len({r[:5] for r in rows}) == TINY_POINTS
+    assert set(saved) <= set(rows)
+    assert f"{TINY_POINTS - len(saved)} points measured" in output
+    assert f"{len(saved)} already in the database" in output

@@ -1,0 +1,146 @@
+"""A sweep end to end: spec -> Ray workers (logical GPUs, interpreter) -> checked rows in SQLite."""
+
+import sqlite3
+
+import pytest
+from conftest import PLUGINS, TINY_POINTS, file_digest, measurements, write_spec
+
+from db.records import Status
+from farm.cli import main as farm
+from farm.driver import SweepOptions, run_sweep
+from farm.spec import load_spec
+
+
+def test_sweep_end_to_end_then_resume_adds_nothing(ray_cluster, tiny_spec, tmp_path, capsys):
+    db = tmp_path / "results.db"
+    assert farm(["sweep", "--spec", str(tiny_spec), "--db", str(db), "--no-progress"]) == 0
+    rows = measurements(db)
+    assert len(rows) == TINY_POINTS
+    assert {status for *_, status in rows} == {"ok"}
+    out = capsys.readouterr().out
+    assert f"{TINY_POINTS} points measured" in out and "next: farm best --db" in out
+    with sqlite3.connect(db) as conn:
+        backends = conn.execute("SELECT DISTINCT backend FROM measurements").fetchall()
+        timed = conn.execute(
+            "SELECT count(*) FROM measurements WHERE ms > 0 AND ms_p20 <= ms AND ms <= ms_p80 "
+            "AND reps = 2 AND rel_err < 4e-3"
+        ).fetchone()[0]
+        tiles = conn.execute(
+            "SELECT tiles, programs, tiles_per_sm FROM measurements WHERE variant = 'splitk' "
+            "AND m = 40 AND block_n = 32 AND split_k = 2"
+        ).fetchone()
+        sweep = conn.execute("SELECT status, n_points, n_ok FROM sweeps").fetchall()
+    assert backends == [("interpreter",)]
+    assert timed == TINY_POINTS
+    assert tiles == (3 * 2, 3 * 2 * 2, pytest.approx(6 / 132))  # 40x48 in 16x32 tiles, split 2, 132 SMs
+    assert sweep == [("finished", TINY_POINTS, TINY_POINTS)]
+
+    assert farm(["sweep", "--spec", str(tiny_spec), "--db", str(db), "--no-progress"]) == 0
+    assert measurements(db) == rows
+    assert "0 points measured in" in capsys.readouterr().out
+
+
+def test_buggy_plugin_is_wrong_and_never_best(ray_cluster, tmp_path):
+    spec = write_spec(
+        tmp_path,
+        """\
+        name: buggy
+        dtypes: [float32]
+        variants: [grouped, buggy_grouped]
+        shapes: [{m: 48, n: 32, k: 32}]
+        configs: {block_m: [16], block_n: [16], block_k: [16], group_m: [1, 2],
+                  num_warps: [4], num_stages: [2]}
+        timing: {min_reps: 2, max_reps: 2}
+        """,
+    )
+    db = tmp_path / "buggy.db"
+    result = run_sweep(
+        load_spec(path=str(spec)),
+        SweepOptions(db=str(db), plugins=[str(PLUGINS / "constant_divisor.py")], progress=False),
+        "t",
+    )
+    assert result.status == "finished"
+    rows = {(variant, key): status for variant, _, _, _, key, status in measurements(db)}
+    # 3 tile rows in groups of 2: the short last group is where the constant divisor breaks.
+    assert rows[("buggy_grouped", "bm16_bn16_bk16_gm2_sk1_w4_s2_ieee")] == Status.WRONG
+    # group_m = 1 divides by 1, the right height: the same plugin is correct there.
+    assert rows[("buggy_grouped", "bm16_bn16_bk16_gm1_sk1_w4_s2_ieee")] == Status.OK
+    assert {s for (v, _), s in rows.items() if v == "grouped"} == {Status.OK}
+    with sqlite3.connect(db) as conn:
+        best = conn.execute("SELECT variant, config_key FROM best_configs").fetchall()
+        error = conn.execute("SELECT error FROM measurements WHERE status = 'wrong'").fetchone()[0]
+    assert ("buggy_grouped", "bm16_bn16_bk16_gm2_sk1_w4_s2_ieee") not in best
+    assert {v for v, _ in best} == {"grouped", "buggy_grouped"}
+    assert error.startswith("rel_err ") and "> tolerance" in error
+
+
+BAD_INPUTS = [
+    pytest.param(
+        ["--spec", "{spec_dir}/bad.yaml"],
+        "bad.yaml:4: shapes[0].m[0]: Input should be greater than 0",
+        id="bad-spec",
+    ),
+    pytest.param(
+        ["--spec", "{spec_dir}/unknown.yaml"],
+        "spec variants[1]: unknown variant 'strassen'; known:",
+        id="unknown-variant",
+    ),
+    pytest.param(
+        ["--spec", "{spec_dir}/tiny.yaml", "--plugin", str(PLUGINS / "raises_on_import.py")],
+        "raises_on_import.py failed to load: RuntimeError: this plugin is broken on purpose",
+        id="plugin-raises",
+    ),
+    pytest.param(
+        ["--spec", "{spec_dir}/tiny.yaml", "--plugin", "{spec_dir}/missing.py"],
+        "cannot read plugin {spec_dir}/missing.py: No such file or directory",
+        id="plugin-missing",
+    ),
+    pytest.param(
+        ["--spec", "{spec_dir}/nope.yaml"], "cannot read spec {spec_dir}/nope.yaml", id="spec-missing"
+    ),
+    pytest.param(
+        ["--preset", "huge"],
+        "unknown preset 'huge'; presets: full, grouping, llm, smoke, splitk",
+        id="unknown-preset",
+    ),
+]
+
+
+@pytest.mark.parametrize("existing_db", [False, True], ids=["no-db", "existing-db"])
+@pytest.mark.parametrize(("args", "message"), BAD_INPUTS)
+def test_bad_input_exits_2_and_leaves_the_database_alone(tmp_path, capsys, args, message, existing_db):
+    write_spec(tmp_path)
+    write_spec(
+        tmp_path,
+        "name: x\ndtypes: [bfloat16]\nshapes:\n  - {m: 0, n: 1, k: 1}\nvariants: [tiled]\n",
+        "bad.yaml",
+    )
+    write_spec(
+        tmp_path,
+        "name: x\ndtypes: [bfloat16]\nshapes: [{m: 8, n: 8, k: 8}]\nvariants: [tiled, strassen]\n",
+        "unknown.yaml",
+    )
+    db = tmp_path / "results.db"
+    if existing_db:
+        db.write_bytes(b"")  # an empty file is a valid, empty SQLite database
+        sqlite3.connect(db).execute("CREATE TABLE keep (x)").connection.commit()
+    before = file_digest(db)
+    argv = [a.format(spec_dir=tmp_path) for a in args]
+    assert farm(["sweep", *argv, "--db", str(db), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message.format(spec_dir=tmp_path) in err
+    assert err.startswith("error: ")
+    assert file_digest(db) == before
+    assert not (tmp_path / "results.db-wal").exists() or existing_db
+
+
+def test_dry_run_prints_the_pruned_grid_without_ray_or_database(tmp_path, capsys, tiny_spec):
+    db = tmp_path / "never.db"
+    assert farm(["sweep", "--spec", str(tiny_spec), "--db", str(db), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "sweep 'tiny': 27 points over 2 shapes x 1 dtype(s)" in out
+    assert [line.split() for line in out.splitlines() if line.strip().startswith("splitk")] == [
+        ["splitk", "14", "2"]
+    ]
+    assert "estimated GPU time" in out
+    assert not db.exists()
