@@ -37,6 +37,8 @@ from farm.worker import GpuWorker, Progress, WorkerInfo
 log = logging.getLogger("farm")
 
 FLUSH_EVERY_S = 1.0
+# With work queued and every worker restarting (a lost node, a GPU reset), wait this long for one.
+RECOVERY_WAIT_S = 600.0
 FINAL = (Status.CRASHED, Status.TIMEOUT)
 
 
@@ -256,12 +258,24 @@ class Driver:
     # -- the loop ------------------------------------------------------------------------------
 
     def _loop(self, ray) -> None:
-        while self.queue or self.inflight or any(w.recovering for w in self.workers):
+        """Until every point is stored. Workers still restarting at the end (their node is gone and
+        no GPU is free for them) are not waited for; with work left and no worker alive, the
+        sweep ends `failed` after RECOVERY_WAIT_S."""
+        stalled_since = None
+        while self.queue or self.inflight:
             self._dispatch()
-            if not self.inflight and not any(w.recovering for w in self.workers):
-                if self.queue:  # work left, no worker able to take it
+            if not self.inflight:
+                if not any(w.recovering for w in self.workers):
                     log.error("no live workers left; %d batches not run", len(self.queue))
-                return
+                    return
+                stalled_since = stalled_since or time.monotonic()
+                if time.monotonic() - stalled_since > RECOVERY_WAIT_S:
+                    log.error(
+                        "no worker came back in %.0f s; %d batches not run", RECOVERY_WAIT_S, len(self.queue)
+                    )
+                    return
+            else:
+                stalled_since = None
             waitables = list(self.inflight) + [w.recovering for w in self.workers if w.recovering]
             ready, _ = ray.wait(waitables, num_returns=1, timeout=self._wait_timeout())
             for ref in ready:

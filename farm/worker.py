@@ -44,6 +44,7 @@ class WorkerInfo:
     backend: str
     smem_limit: int
     pid: int
+    node_id: str
 
 
 @dataclass
@@ -99,6 +100,8 @@ class GpuWorker:
         self.clock = None
 
     def info(self) -> WorkerInfo:
+        import ray
+
         return WorkerInfo(
             self.gpu.environment(),
             self.gpu.worker_name(),
@@ -106,10 +109,8 @@ class GpuWorker:
             self.backend,
             self.gpu.limits.smem_per_block,
             os.getpid(),
+            ray.get_runtime_context().get_node_id(),
         )
-
-    def ping(self) -> int:
-        return os.getpid()
 
     # -- one batch ---------------------------------------------------------------------------
 

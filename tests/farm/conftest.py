@@ -57,9 +57,10 @@ def subprocess_env() -> dict:
     return env
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """One local Ray with 4 logical GPUs for the in-process sweeps of this session."""
+    """A local Ray with 4 logical GPUs for a module's in-process sweeps (test_node_loss.py
+    needs a Ray of its own, so this one does not outlive its module)."""
     import ray
 
     ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False)

@@ -2,11 +2,14 @@
 worker per (logical) GPU with the work spread across them."""
 
 import os
+import secrets
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,10 +29,14 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def ray_head(tmp_path):
+def ray_head():
     """`ray start --head` with 2 logical GPUs and the Jobs server; stopped with its process group."""
     port, dashboard = _free_port(), _free_port()
-    env = subprocess_env()
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    # Token authentication on, as on a real cluster: the head and every client share the secret.
+    token = Path(temp_dir) / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    env = {**subprocess_env(), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
     proc = subprocess.Popen(
         [
             RAY,
@@ -42,7 +49,7 @@ def ray_head(tmp_path):
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard}",
-            f"--temp-dir={tmp_path / 'ray'}",
+            f"--temp-dir={temp_dir}",
         ],
         env=env,
         stdout=subprocess.PIPE,
@@ -62,16 +69,18 @@ def ray_head(tmp_path):
         time.sleep(1)
     else:
         raise AssertionError("the Ray head did not come up")
-    yield address
+    yield address, env
     os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.mark.slow
 def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, tiny_spec, tmp_path):
+    address, env = ray_head
     db = tmp_path / "results.db"
     job = subprocess.run(
         [
@@ -79,7 +88,7 @@ def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, tiny_spec, tm
             "job",
             "submit",
             "--address",
-            ray_head,
+            address,
             "--working-dir",
             str(REPO),
             "--",
@@ -92,7 +101,7 @@ def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, tiny_spec, tm
             "--no-progress",
         ],
         cwd=REPO,
-        env=subprocess_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
