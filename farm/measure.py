@@ -36,6 +36,8 @@ MIN_FLUSH_BYTES = 256 * 2**20
 # has to be long enough, not exact.
 SLEEP_CYCLES_PER_US = 2000
 MAX_SLEEP_US = 50_000
+# Host time per launch besides the launcher itself: the flush's zero_ and two event records.
+ENQUEUE_OVERHEAD_US = 20
 
 
 def make_inputs(m: int, n: int, k: int, dtype: torch.dtype, device: torch.device, seed: int):
@@ -144,7 +146,9 @@ class CudaClock:
         self.flush_buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
 
     def round(self, launches: Sequence[Launch], host_s: Sequence[float]) -> list[float]:
-        head_start_us = min(MAX_SLEEP_US, 1e6 * sum(host_s) * 1.5 + 100)
+        head_start_us = min(
+            MAX_SLEEP_US, 1.5 * (1e6 * sum(host_s) + ENQUEUE_OVERHEAD_US * len(launches)) + 100
+        )
         torch.cuda._sleep(int(head_start_us * SLEEP_CYCLES_PER_US))
         events = []
         for launch in launches:

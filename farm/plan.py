@@ -127,15 +127,20 @@ def make_batches(points: Sequence[Point], seed: int, max_points: int = MAX_BATCH
     return batches
 
 
-# Rough rates for the estimate: dense bf16/fp16 at 400 TFLOP/s (about half an H100's peak, what
-# tuned configs reach on average), fp32 "ieee" on CUDA cores at 20 TFLOP/s, 0.5 s per compile,
-# 20 timed launches and 4 other launches per point, each behind a 70 us L2 flush.
+# Rates for the estimate, from the H200 runs in docs/perf-notes.md (splitk preset: 540 points in
+# 23 s; grouping: 328 in 15-18 s): dense bf16/fp16 at 400 TFLOP/s (about what tuned configs
+# reach on average), fp32 "ieee" on CUDA cores at 20 TFLOP/s; 0.45 s per compile on 8 threads;
+# 24 launches per point (check and repetitions), each behind a 70 us L2 flush; 35 ms of host
+# work per point (checking against fp64, rounds, records).
 EST_TFLOPS = {"float16": 400.0, "bfloat16": 400.0, "float32": 20.0}
-EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S = 0.5, 24, 70e-6
+EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S, EST_POINT_S = 0.45, 24, 70e-6, 0.035
 
 
 def estimate_gpu_seconds(points: Sequence[Point], compile_threads: int = 8) -> float:
+    """GPU-seconds of one H100-class worker, start-up excluded."""
     kernels = {(p.variant, p.dtype, p.config) for p in points}
     compile_s = len(kernels) * EST_COMPILE_S / compile_threads
-    run_s = sum(EST_LAUNCHES * (p.flops / (EST_TFLOPS[p.dtype] * 1e12) + EST_FLUSH_S) for p in points)
+    run_s = sum(
+        EST_POINT_S + EST_LAUNCHES * (p.flops / (EST_TFLOPS[p.dtype] * 1e12) + EST_FLUSH_S) for p in points
+    )
     return compile_s + run_s

@@ -128,7 +128,7 @@ def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
         print(f"  {name:14s} {per_variant[name]:7d} {pruned[name]:7d}")
     print(
         f"estimated GPU time: {seconds / 60:.1f} min on one H100-class GPU "
-        f"({seconds / 60 / 8:.1f} min on 8); add one minute per worker for start-up"
+        f"({seconds / 60 / 8:.1f} min on 8), plus about 20 s of start-up"
     )
 
 
