@@ -488,29 +488,12 @@ class Driver:
         batch.points = keep
         return batch
 
-    def _failure_record(self, point: Point, status: str, error: str) -> MeasurementRecord:
+    @staticmethod
+    def _failure_record(point: Point, status: str, error: str) -> MeasurementRecord:
         from farm.metrics import operand_bytes
 
-        cfg = point.config
-        return MeasurementRecord(
-            code_version="",
-            variant=point.variant,
-            dtype=point.dtype,
-            m=point.m,
-            n=point.n,
-            k=point.k,
-            config_key=cfg.key,
-            block_m=cfg.block_m,
-            block_n=cfg.block_n,
-            block_k=cfg.block_k,
-            group_m=cfg.group_m,
-            split_k=cfg.split_k,
-            num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-            input_precision=cfg.input_precision,
-            status=status,
-            error=error,
-            operand_bytes=operand_bytes(point.m, point.n, point.k, point.dtype),
+        return point.record(
+            status, error, operand_bytes=operand_bytes(point.m, point.n, point.k, point.dtype)
         )
 
     # -- results -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from db.records import point_key
+from db.records import MeasurementRecord, point_key
 from farm.errors import UserError
 from farm.spec import GridSpec
 from kernels import DTYPES, MatmulConfig, UnknownVariantError, get_variant
@@ -47,6 +47,32 @@ class Point:
 
     def label(self) -> str:
         return f"{self.variant} {self.dtype} {self.m}x{self.n}x{self.k} {self.config.key}"
+
+    def record(self, status: str, error: str = "", **measured) -> MeasurementRecord:
+        """This point's row: identity and config columns, plus whatever was measured.
+
+        The driver fills in code_version when it stores the record."""
+        cfg = self.config
+        return MeasurementRecord(
+            code_version="",
+            variant=self.variant,
+            dtype=self.dtype,
+            m=self.m,
+            n=self.n,
+            k=self.k,
+            config_key=cfg.key,
+            block_m=cfg.block_m,
+            block_n=cfg.block_n,
+            block_k=cfg.block_k,
+            group_m=cfg.group_m,
+            split_k=cfg.split_k,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+            input_precision=cfg.input_precision,
+            status=status,
+            error=error,
+            **measured,
+        )
 
 
 @dataclass

@@ -287,28 +287,13 @@ class GpuWorker:
     def _record(self, slot, status: str, *, error: str = "", timing=None, state=None) -> MeasurementRecord:
         from farm.metrics import derived
 
-        p, cfg, check = slot.point, slot.point.config, slot.check
+        p, check = slot.point, slot.check
         fields = derived(
-            p.m, p.n, p.k, p.dtype, cfg, self.gpu.limits, slot.resources, timing.ms if timing else None
+            p.m, p.n, p.k, p.dtype, p.config, self.gpu.limits, slot.resources, timing.ms if timing else None
         )
-        return MeasurementRecord(
-            code_version="",
-            variant=p.variant,
-            dtype=p.dtype,
-            m=p.m,
-            n=p.n,
-            k=p.k,
-            config_key=cfg.key,
-            block_m=cfg.block_m,
-            block_n=cfg.block_n,
-            block_k=cfg.block_k,
-            group_m=cfg.group_m,
-            split_k=cfg.split_k,
-            num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-            input_precision=cfg.input_precision,
-            status=status,
-            error=error,
+        return p.record(
+            status,
+            error,
             ms=timing.ms if timing else None,
             ms_p20=timing.ms_p20 if timing else None,
             ms_p80=timing.ms_p80 if timing else None,
