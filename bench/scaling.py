@@ -81,7 +81,7 @@ def main() -> None:
         )
     Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, COLUMNS)
+        writer = csv.DictWriter(fh, COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {args.csv}")
