@@ -17,6 +17,7 @@ from kernels.schedule import (
     splitk_tile_jit,
     tile_coverage,
 )
+from kernels.streamk import streamk_work
 from kernels.tiled import tiled_tile
 
 # (num_pid_m, num_pid_n, GROUP_M): multiples of the group, a short last group, a single partial
@@ -139,3 +140,27 @@ def test_jit_mirrors_match_python(device, num_pid_m, num_pid_n, group_m, k, spli
         for pid in range(n_programs)
     ]
     assert [tuple(row) for row in out.cpu().tolist()] == expected
+
+
+# (tiles, K iterations per tile, programs): fewer tiles than programs, more, one of each, ragged.
+STREAMK_GRIDS = [
+    pytest.param(16, 512, 132, id="512x512x32768-on-132-SMs"),
+    pytest.param(7, 5, 3, id="ragged"),
+    pytest.param(3, 1, 8, id="fewer-iterations-than-programs"),
+    pytest.param(1, 1, 1, id="one-of-each"),
+]
+
+
+@pytest.mark.parametrize(("tiles", "iters", "programs"), STREAMK_GRIDS)
+def test_streamk_covers_every_k_iteration_of_every_tile_once(tiles, iters, programs):
+    units = [
+        (tile, k)
+        for pid in range(programs)
+        for tile, k0, k1 in streamk_work(pid, tiles, iters, programs)
+        for k in range(k0, k1)
+    ]
+    assert sorted(units) == [(t, k) for t in range(tiles) for k in range(iters)]
+    shares = [
+        sum(k1 - k0 for _, k0, k1 in streamk_work(pid, tiles, iters, programs)) for pid in range(programs)
+    ]
+    assert max(shares) - min(shares) <= 1  # balanced to one iteration

@@ -18,6 +18,7 @@ CONFIGS = {
         block_m=32, block_n=16, block_k=16, group_m=2, split_k=3, num_warps=4, num_stages=2
     ),
     "splitk_det": MatmulConfig(block_m=16, block_n=32, block_k=16, split_k=4, num_warps=4, num_stages=2),
+    "streamk": MatmulConfig(block_m=32, block_n=16, block_k=16, group_m=2, num_warps=4, num_stages=2),
     "cublas": LIBRARY_CONFIG,
 }
 VARIANTS = list(CONFIGS)

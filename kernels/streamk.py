@@ -1,0 +1,89 @@
+"""`streamk`: one program per SM, each taking an equal, contiguous share of all the K iterations
+of all the output tiles (Stream-K, Osama et al., 2023). A program that covers a whole tile
+stores it; a tile shared by two or more programs is summed with fp32 atomics into an output the
+launcher zeroes (as `splitk` does: same fp16/bf16 conversion cost, same nondeterminism).
+
+Where split-K picks one factor for every tile, stream-K balances exactly: 16 tiles of
+512 x 512 x 32768 (512 K-iterations each at BLOCK_K=64) over 132 SMs is 62 iterations a program,
+about an eighth of a tile, where split-K 8 leaves 4 SMs idle and split-K 16 queues a second wave.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.config import MatmulConfig
+from kernels.operands import check_operands
+from kernels.registry import register_variant
+from kernels.schedule import cdiv, grouped_tile_jit
+from kernels.tile import tile_accumulate, tile_offsets
+
+# Programs when the device cannot say how many SMs it has (the interpreter on a CPU): a few,
+# so that tiles are shared between programs as they are on a GPU.
+FALLBACK_PROGRAMS = 4
+
+
+def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
+    """(tile, first K iteration, end K iteration) pieces that program pid computes, in order."""
+    total = tiles * iters_per_tile
+    it, end = pid * total // programs, (pid + 1) * total // programs
+    pieces = []
+    while it < end:
+        tile, k0 = divmod(it, iters_per_tile)
+        k1 = min(iters_per_tile, k0 + end - it)
+        pieces.append((tile, k0, k1))
+        it += k1 - k0
+    return pieces
+
+
+@triton.jit
+def _streamk_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, PROGRAMS,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    iters_per_tile = tl.cdiv(K, BLOCK_K)
+    total = num_pid_m * num_pid_n * iters_per_tile
+    it = pid * total // PROGRAMS
+    end = (pid + 1) * total // PROGRAMS
+    while it < end:
+        tile = it // iters_per_tile
+        k0 = it % iters_per_tile
+        k1 = tl.minimum(iters_per_tile, k0 + end - it)
+        pid_m, pid_n = grouped_tile_jit(tile, num_pid_m, num_pid_n, GROUP_M)
+        k_start, k_end = k0 * BLOCK_K, tl.minimum(k1 * BLOCK_K, K)
+        acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
+                              k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION)
+        offsets, mask = tile_offsets(pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        if (k0 == 0) & (k1 == iters_per_tile):  # the whole tile is this program's: no one else adds to it
+            tl.store(c_ptr + offsets, acc, mask=mask)
+        else:
+            tl.atomic_add(c_ptr + offsets, acc, mask=mask, sem="relaxed")
+        it += k1 - k0
+
+
+def streamk_programs(device: torch.device, m: int, n: int, k: int, cfg: MatmulConfig) -> int:
+    """One program per SM, never more than there are K iterations to share."""
+    module = torch.get_device_module(device) if device.type != "cpu" else None
+    props = getattr(module, "get_device_properties", None)
+    sms = props(device).multi_processor_count if props else FALLBACK_PROGRAMS
+    return min(sms, cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cdiv(k, cfg.block_k))
+
+
+@register_variant("streamk", config_space="grouped", atomic=True)
+def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """Stream-K: one program per SM, equal shares of all K iterations, atomics where tiles are shared."""
+    m, n, k = check_operands(a, b, cfg)
+    programs = streamk_programs(a.device, m, n, k, cfg)
+    c = torch.zeros((m, n), device=a.device, dtype=torch.float32)
+    _streamk_kernel[(programs,)](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        programs,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
+        INPUT_PRECISION=cfg.input_precision, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return c if a.dtype == torch.float32 else c.to(a.dtype)
+
