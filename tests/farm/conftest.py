@@ -1,60 +1,9 @@
 """Farm tests: Ray with logical GPUs on this CPU-only machine, the interpreter backend, tiny grids."""
 
-import hashlib
-import os
-import sqlite3
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-PLUGINS = Path(__file__).parent / "plugins"
-
-# 40x48x64: tiled 2 + grouped 4 + splitk 8 + cublas 1 = 15 points; 24x32x40 has a single 32-wide tile
-# column, so group_m 2 is pruned there: 2 + 3 + 6 + 1 = 12. A few seconds of interpreter work.
-TINY_SPEC = """\
-name: tiny
-dtypes: [bfloat16]
-variants: [tiled, grouped, splitk, cublas]
-shapes:
-  - {m: 40, n: 48, k: 64}
-  - {m: 24, n: 32, k: 40}
-configs: {block_m: [16], block_n: [16, 32], block_k: [16], group_m: [1, 2], split_k: [1, 2],
-          num_warps: [4], num_stages: [2]}
-timing: {min_reps: 2, max_reps: 2, nondeterminism_repeats: 2}
-"""
-TINY_POINTS = 27
-
-
-def write_spec(folder: Path, text: str = TINY_SPEC, name: str = "tiny.yaml") -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def measurements(db: Path) -> list[tuple]:
-    """(variant, m, n, k, config_key, status) of every stored measurement."""
-    with sqlite3.connect(db) as conn:
-        return conn.execute(
-            "SELECT variant, m, n, k, config_key, status FROM measurements ORDER BY 1, 2, 3, 4, 5"
-        ).fetchall()
-
-
-def file_digest(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
-
-
-def farm_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "farm.cli", *args]
-
-
-def subprocess_env() -> dict:
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)  # the workers choose the interpreter themselves
-    env["PYTHONPATH"] = str(REPO)
-    return env
+from farmkit import write_spec
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_POINTS, measurements, subprocess_env, write_spec
+from farmkit import REPO, TINY_POINTS, measurements, subprocess_env, write_spec
 
 from farm.driver import Driver, SweepOptions
 from farm.spec import load_spec

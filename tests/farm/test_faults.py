@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from conftest import PLUGINS, TINY_POINTS, measurements, write_spec
+from farmkit import PLUGINS, TINY_POINTS, measurements, write_spec
 
 from db.records import Status
 from farm.driver import Driver, SweepOptions

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import REPO, TINY_POINTS, farm_command, measurements, subprocess_env
+from farmkit import REPO, TINY_POINTS, farm_command, measurements, subprocess_env
 
 
 def _start(spec, db):

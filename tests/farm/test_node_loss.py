@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from conftest import TINY_POINTS, measurements
+from farmkit import TINY_POINTS, measurements
 from ray.cluster_utils import Cluster
 
 from farm.driver import Driver, SweepOptions

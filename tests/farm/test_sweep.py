@@ -3,7 +3,7 @@
 import sqlite3
 
 import pytest
-from conftest import PLUGINS, TINY_POINTS, file_digest, measurements, write_spec
+from farmkit import PLUGINS, TINY_POINTS, file_digest, measurements, write_spec
 
 from db.records import Status
 from farm.cli import main as farm

@@ -1,0 +1,48 @@
+"""Explorer: every measurement, filtered; a sortable table and the CSV of the whole selection."""
+
+import streamlit as st
+
+from dashboard import common
+from db import dashboard_queries as dq
+from db import queries
+
+# The table shows the first ROW_CAP rows (st.dataframe sorts what it holds); the CSV has them all.
+ROW_CAP = 5_000
+# fmt: off
+COLUMNS = [
+    "timing", "gpu_name", "variant", "dtype", "m", "n", "k", "block_m", "block_n", "block_k",
+    "group_m", "split_k", "num_warps", "num_stages", "status", "ms", "ms_p20", "ms_p80", "tflops",
+    "rel_err", "nondeterminism", "tiles_per_sm", "waves", "operand_bytes", "sweep_id", "host",
+    "error",
+]
+# fmt: on
+
+st.title("Explorer")
+opts = common.query(queries.filter_options)
+with st.sidebar:
+    filters = {
+        "gpu_name": st.multiselect("GPU", opts["gpu_names"], format_func=common.gpu_label, key="x_gpu"),
+        "dtype": st.multiselect("dtype", opts["dtypes"], key="x_dtype"),
+        "variant": st.multiselect("variant", opts["variants"], key="x_variant"),
+        "status": st.multiselect("status", opts["statuses"], key="x_status"),
+    }
+    filters = {name: chosen or None for name, chosen in filters.items()}
+    for d in "mnk":
+        lo, hi = (int(v) for v in opts[d])
+        chosen = st.slider(f"{d} range", lo, hi, (lo, hi), key=f"x_{d}") if lo < hi else (lo, hi)
+        filters[f"{d}_range"] = None if chosen == (lo, hi) else chosen
+
+total = common.query(dq.count_results, **filters)
+rows = common.label_timings(common.query(queries.results, limit=ROW_CAP, **filters))
+shown = f"the first {ROW_CAP:,} are shown" if total > ROW_CAP else "all shown"
+st.caption(f"{total:,} measurements match ({shown}; click a column header to sort).")
+if (rows.timing == common.INTERPRETER_LABEL).any():
+    st.warning(common.INTERPRETER_NOTE, icon=":material/warning:")
+st.dataframe(rows[COLUMNS], hide_index=True)
+st.download_button(
+    f"Download CSV ({total:,} rows, every column)",
+    data=common.csv_download(queries.results, **filters),
+    file_name="results.csv",
+    mime="text/csv",
+    disabled=total == 0,
+)

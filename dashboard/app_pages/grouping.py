@@ -1,0 +1,18 @@
+"""Grouping / L2: what GROUP_SIZE_M > 1 buys as the operands outgrow L2."""
+
+import streamlit as st
+
+from dashboard import charts, common
+from db import dashboard_queries as dq
+
+st.title("Grouping / L2")
+st.caption(
+    "Grouped program order keeps a band of A's rows and B's columns in L2 while neighbouring "
+    "programs reuse them: it can only pay once the operands (A + B + C) no longer fit in L2. "
+    "Each dot: one config, its best GROUP_SIZE_M > 1 time against GROUP_SIZE_M = 1 with all else equal."
+)
+scope, points = common.scoped(
+    dq.grouping_points, what="grouped pairs (GROUP_SIZE_M > 1 and = 1, same config)", preset="grouping"
+)
+st.altair_chart(charts.grouping_scatter(points, scope.note))
+st.altair_chart(charts.grouping_heatmap(dq.grouping_heatmap(points), scope.note))

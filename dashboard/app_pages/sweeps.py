@@ -1,0 +1,23 @@
+"""Sweeps and environments: what ran where, and how each sweep ended."""
+
+import streamlit as st
+
+from dashboard import common
+from db import queries
+
+# fmt: off
+SWEEP_COLUMNS = [
+    "id", "name", "status", "started_at", "finished_at", "n_points", "n_ok", "n_failed",
+    "n_measurements", "host", "command",
+]
+# fmt: on
+
+st.title("Sweeps and environments")
+sweeps = common.query(queries.sweeps)
+for sweep in sweeps.to_dict("records"):
+    common.sweep_alert(sweep, quiet_if_finished=True)
+st.subheader("Sweeps")
+st.dataframe(sweeps[SWEEP_COLUMNS], hide_index=True)
+st.subheader("Environments")
+envs = common.label_timings(common.query(queries.environments))
+st.dataframe(envs.drop(columns=["fingerprint"]), hide_index=True)

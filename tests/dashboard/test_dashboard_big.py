@@ -1,0 +1,129 @@
+"""Every page on the 100,000-row database: no exception, and each chart holds what the queries return."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import dashkit as kit
+import pandas as pd
+import pytest
+from pagekit import PAGES, charts, layer, render, texts
+from sqlalchemy import Connection
+
+from db import dashboard_queries as dq
+from db import queries
+from db.engine import make_engine
+
+GPU, DTYPE = kit.H200.gpu_name, "bfloat16"  # the page defaults: the GPU with most rows, bfloat16
+SCOPE = dict(gpu_name=GPU, dtype=DTYPE)
+
+
+def same_rows(got: pd.DataFrame, want: pd.DataFrame, columns: list[str]) -> None:
+    """The chart's rows are the query's rows (order aside) on these columns."""
+    key = columns[: min(len(columns), 6)]
+    a = got[columns].sort_values(key).reset_index(drop=True)
+    b = want[columns].sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
+
+
+def check_overview(at, conn: Connection) -> None:
+    by_status, by_gpu = charts(at)
+    counts = layer(by_status, "measurements by status").data
+    assert dict(zip(counts.status, counts.measurements)) == queries.summary(conn)["by_status"]
+    assert counts.measurements.sum() == 100_000
+    assert f"{kit.INTERPRETER.gpu_name} (CPU times, not GPU timings)" in set(
+        layer(by_gpu, "measurements by GPU").data.gpu
+    )
+    assert any("interpreter" in w for w in texts(at, "warning"))
+
+
+def check_splitk(at, conn: Connection) -> None:
+    scatter, curve = charts(at)
+    want = dq.splitk_points(conn, **SCOPE)
+    want = want[(want.tiles_per_sm > 0) & (want.speedup > 0)]
+    same_rows(
+        layer(scatter, "every block shape").data, want, ["m", "n", "k", "block_m", "block_n", "speedup"]
+    )
+    best = layer(scatter, "best split per shape").data
+    assert len(best) == len(want.groupby(["m", "n", "k"])) == len(best.drop_duplicates(["m", "n", "k"]))
+    top = best.sort_values("speedup", ascending=False).iloc[0]
+    assert at.selectbox(key="splitk_shape").value == top["shape"]
+    m, n, k = (int(top[d]) for d in "mnk")
+    expect = dq.splitk_curve_band(conn, gpu_name=GPU, dtype=DTYPE, m=m, n=n, k=k)
+    same_rows(layer(curve, "speedup per SPLIT_K", "line").data, expect, ["split_k", "ms", "speedup"])
+
+
+def check_grouping(at, conn: Connection) -> None:
+    scatter, heatmap = charts(at)
+    cols = ["m", "n", "k", "block_m", "block_n", "block_k", "num_warps", "group_m", "speedup"]
+    same_rows(layer(scatter, "speedup per config").data, dq.grouping_points(conn, **SCOPE), cols)
+    cells = layer(heatmap, "median speedup per cell", "rect").data
+    same_rows(
+        cells,
+        dq.grouping_heatmap(dq.grouping_points(conn, **SCOPE)),
+        ["size_lo", "group_m", "speedup", "n_configs"],
+    )
+    assert set(cells.group_m) == {4, 8}
+
+
+def check_cublas(at, conn: Connection) -> None:
+    scatter, roof = charts(at)
+    want = dq.cublas_points(conn, **SCOPE)
+    same_rows(layer(scatter, "best Triton against cuBLAS per shape").data, want, ["m", "n", "k", "ratio"])
+    points = layer(roof, "best Triton and cuBLAS per shape").data
+    assert len(points) == 2 * len(want)
+    assert set(layer(roof, "roofs").data.tflops.round(1)) >= {kit.H200.peak_tflops}
+
+
+def check_explorer(at, conn: Connection) -> None:
+    assert len(at.dataframe[0].value) == 5_000
+    assert "100,000 measurements match (the first 5,000 are shown" in at.caption[0].value
+    assert "(100,000 rows" in at.get("download_button")[0].label
+
+
+def check_accuracy(at, conn: Connection) -> None:
+    errors, nondeterminism = charts(at)
+    acc = queries.accuracy(conn)
+    same_rows(layer(errors, "relative error").data, acc, ["variant", "dtype", "rel_err_max", "n_checked"])
+    atomic = layer(nondeterminism, "nondeterminism").data
+    assert set(atomic.variant) == {"splitk"}  # only the atomic variant differs between runs
+
+
+def check_sweeps(at, conn: Connection) -> None:
+    sweeps = at.dataframe[0].value
+    assert sweeps.n_measurements.sum() == 100_000 and len(sweeps) == 5
+    assert ["a100-large" in e and "failed" in e for e in texts(at, "error")] == [True]
+
+
+def check_compare(at, conn: Connection) -> None:
+    assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (1, 3)  # the two H200 hosts
+    want = dq.compare_points(conn, sweep_a=1, sweep_b=3)
+    dots = layer(charts(at)[0], "points of both sweeps", "circle").data
+    same_rows(dots, want, ["variant", "dtype", "m", "n", "k", "config_key", "b_over_a", "verdict"])
+    assert set(dots.verdict) == {"faster", "slower", "same"}
+
+
+CHECKS: dict[str, Callable] = {
+    "overview": check_overview,
+    "splitk": check_splitk,
+    "grouping": check_grouping,
+    "cublas": check_cublas,
+    "explorer": check_explorer,
+    "accuracy": check_accuracy,
+    "sweeps": check_sweeps,
+    "compare": check_compare,
+}
+assert set(CHECKS) == set(PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=list(PAGES))
+def test_page_on_100k_rows(big_db: Path, page: str) -> None:
+    at = render(big_db, page)
+    assert not at.exception, [e.value for e in at.exception]
+    engine = make_engine(str(big_db), readonly=True)
+    try:
+        with engine.connect() as conn:
+            CHECKS[page](at, conn)
+    finally:
+        engine.dispose()

@@ -1,0 +1,311 @@
+"""Every page under AppTest on the test databases: no exception, and each chart gets the expected rows."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import dashkit as kit
+import pandas as pd
+import pytest
+from pagekit import PAGES, app, charts, layer, render, show, texts
+
+from dashboard import common
+from db import queries
+
+H200, A100 = kit.H200.gpu_name, kit.A100.gpu_name
+
+
+def label(shape: tuple[int, int, int]) -> str:
+    return "x".join(map(str, shape))
+
+
+def no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def by_key(df: pd.DataFrame, keys: list[str], values: list[str]) -> dict:
+    """{tuple of keys: tuple of values} of a chart's rows (one value: not a tuple)."""
+    out = {}
+    for row in df.itertuples(index=False):
+        key = tuple(getattr(row, k) for k in keys)
+        vals = tuple(getattr(row, v) for v in values)
+        out[key if len(key) > 1 else key[0]] = vals if len(vals) > 1 else vals[0]
+    return out
+
+
+def assert_close(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-9), key
+
+
+# ---- empty database: the same message on every page ----
+
+
+@pytest.mark.parametrize("page", PAGES, ids=list(PAGES))
+def test_empty_database_says_how_to_fill_it(dbs: dict[str, Path], page: str) -> None:
+    at = render(dbs["empty"], page)
+    no_exception(at)
+    [info] = texts(at, "info")
+    assert f"farm sweep --preset smoke --db {dbs['empty']}" in info
+    assert not charts(at)
+
+
+# ---- the small database: known values on every page ----
+
+
+def test_overview_counts(dbs: dict[str, Path]) -> None:
+    at = render(dbs["small"], "overview")
+    no_exception(at)
+    assert at.title[0].value == PAGES["overview"]
+    assert [m.value for m in at.metric] == ["26", "23", "3", "2"]
+    by_status, by_gpu = charts(at)
+    assert by_key(layer(by_status, "measurements by status").data, ["status"], ["measurements"]) == {
+        "ok": 23,
+        "wrong": 1,
+        "compile_error": 1,
+        "timeout": 1,
+    }
+    assert by_key(layer(by_gpu, "measurements by GPU").data, ["gpu"], ["measurements"]) == {H200: 24, A100: 2}
+    assert "small-a100" in texts(at, "success")[0] and not texts(at, "warning")
+
+
+def test_splitk_plots_each_block_shape_and_the_best_split_per_shape(dbs: dict[str, Path]) -> None:
+    with app(dbs["small"]) as at:
+        show(at, "splitk")
+        no_exception(at)
+        scatter, curve = charts(at)
+        every = layer(scatter, "every block shape", "circle")
+        assert_close(
+            by_key(
+                every.data, ["m", "n", "k", "block_m", "block_n"], ["tiles_per_sm", "best_split_k", "speedup"]
+            ),
+            {(*s, *b): v for (s, b), v in kit.SMALL_SPLITK.items()},
+        )
+        assert every.encoding["x"]["scale"]["type"] == "log" and every.encoding["color"]["field"] == "k"
+        tips = {t["field"] for t in every.encoding["tooltip"]}
+        assert {"shape", "best_split_k", "config"} <= tips
+        best = layer(scatter, "best split per shape", "point").data
+        assert by_key(best, ["m", "n", "k"], ["block_m", "block_n"]) == kit.SMALL_BEST_PER_SHAPE
+        assert set(best.config) == {"128x128, split 8 (splitk)", "128x128, split 2 (splitk)"}
+        assert layer(scatter, "one tile per SM", "rule").data.tiles_per_sm.tolist() == [1.0]
+        assert layer(scatter, "speedup 1", "rule").data.speedup.tolist() == [1.0]
+        # The companion curve opens on the shape with the largest speedup.
+        assert at.selectbox(key="splitk_shape").value == label(kit.SKINNY)
+        assert_close(
+            by_key(layer(curve, "speedup per SPLIT_K", "line").data, ["split_k"], ["speedup"]),
+            kit.SKINNY_CURVE,
+        )
+        band = layer(curve, "speedup per SPLIT_K", "rule").data
+        assert (band.speedup_lo < band.speedup).all() and (band.speedup < band.speedup_hi).all()
+
+        at.selectbox(key="splitk_shape").set_value(label(kit.MID)).run()
+        curve = charts(at)[1]
+        assert_close(
+            by_key(layer(curve, "speedup per SPLIT_K", "line").data, ["split_k"], ["speedup"]),
+            {1: 1.0, 2: 1.5},
+        )
+
+        at.selectbox(key="gpu").set_value(A100).run()
+        every = layer(charts(at)[0], "every block shape", "circle").data
+        assert_close(
+            by_key(every, ["m", "n", "k"], ["tiles_per_sm", "speedup"]), {kit.SKINNY: (4 / 108, 2.0)}
+        )
+
+
+def test_grouping_plots_speedup_against_operands_over_l2_and_the_heatmap(dbs: dict[str, Path]) -> None:
+    at = render(dbs["small"], "grouping")
+    no_exception(at)
+    scatter, heatmap = charts(at)
+    dots = layer(scatter, "speedup per config", "circle")
+    assert_close(
+        by_key(dots.data, ["m", "n", "k", "group_m"], ["operand_to_l2", "speedup"]),
+        {(*s, g): v for (s, g), v in kit.SMALL_GROUPING.items()},
+    )
+    assert dots.encoding["x"]["scale"]["type"] == "log"
+    assert layer(scatter, "L2 size", "rule").data.operand_to_l2.tolist() == [1.0]
+    cells = layer(heatmap, "median speedup per cell", "rect")
+    assert_close(by_key(cells.data, ["size_lo", "group_m"], ["speedup"]), kit.SMALL_HEATMAP)
+    assert set(cells.data["size"]) == {"4-8 L2", "1/16-1/8 L2"}
+    assert (cells.encoding["x"]["field"], cells.encoding["y"]["field"]) == ("size", "group_m")
+
+
+def test_cublas_page_compares_best_triton_and_draws_the_roofline(dbs: dict[str, Path]) -> None:
+    at = render(dbs["small"], "cublas")
+    no_exception(at)
+    scatter, roof = charts(at)
+    dots = layer(scatter, "best Triton against cuBLAS per shape").data
+    assert_close(by_key(dots, ["m", "n", "k"], ["triton_ms", "ratio"]), kit.SMALL_VS_CUBLAS)
+    assert_close(
+        by_key(dots, ["m", "n", "k"], ["triton_tflops"]),
+        {s: 2 * math.prod(s) / (ms * 1e-3) / 1e12 for s, (ms, _) in kit.SMALL_VS_CUBLAS.items()},
+    )
+    points = layer(roof, "best Triton and cuBLAS per shape").data
+    assert len(points) == 2 * len(kit.SMALL_VS_CUBLAS)
+    operand = {s: 2 * (s[0] * s[2] + s[2] * s[1] + s[0] * s[1]) for s in kit.SMALL_VS_CUBLAS}
+    assert_close(
+        by_key(points[points.provider == "cuBLAS"], ["m", "n", "k"], ["intensity", "tflops"]),
+        {
+            s: (2 * math.prod(s) / operand[s], 2 * math.prod(s) / (kit.CUBLAS_MS[s] * 1e-3) / 1e12)
+            for s in kit.SMALL_VS_CUBLAS
+        },
+    )
+    roofs = layer(roof, "roofs", "line").data
+    ridge = kit.H200.peak_tflops * 1e3 / kit.H200.peak_gbps
+    compute = roofs[roofs.roof == "compute"]
+    assert compute.tflops.tolist() == [kit.H200.peak_tflops] * 2 and compute.intensity.min() == ridge
+    bandwidth = roofs[roofs.roof == "bandwidth"]
+    assert (bandwidth.tflops / bandwidth.intensity).tolist() == pytest.approx([kit.H200.peak_gbps / 1e3] * 2)
+    assert bandwidth.intensity.max() == ridge
+    assert roof["spec"]["layer"][0]["encoding"]["x"]["scale"]["type"] == "log"
+
+
+def test_explorer_filters_the_table_and_downloads_every_matching_row(dbs: dict[str, Path]) -> None:
+    with app(dbs["small"]) as at:
+        show(at, "explorer")
+        no_exception(at)
+        table = at.dataframe[0].value
+        assert len(table) == 26 and table.columns[0] == "timing" and set(table.timing) == {common.GPU_LABEL}
+        assert "26 rows" in at.get("download_button")[0].label
+
+        at.multiselect(key="x_status").set_value(["wrong", "timeout"]).run()
+        table = at.dataframe[0].value
+        assert sorted(table.status) == ["timeout", "wrong"]
+        at.slider(key="x_k").set_value((8193, 65536)).run()
+        assert at.dataframe[0].value.k.tolist() == [65536]
+
+        # The button's CSV is built on click from the same filters, every column included.
+        csv = pd.read_csv(io.BytesIO(common.csv_download(queries.results, status=["wrong"])()))
+        assert len(csv) == 1 and csv.rel_err.tolist() == [0.5] and "config_key" in csv.columns
+
+
+def test_accuracy_by_variant_and_dtype_and_atomic_nondeterminism(dbs: dict[str, Path]) -> None:
+    at = render(dbs["small"], "accuracy")
+    no_exception(at)
+    errors, nondeterminism = charts(at)
+    assert by_key(layer(errors, "relative error").data, ["variant", "dtype"], ["rel_err_max"]) == {
+        ("cublas", "bfloat16"): 1e-3,
+        ("grouped", "bfloat16"): 1e-3,
+        ("splitk", "bfloat16"): 0.5,  # the wrong row
+    }
+    # Only atomic split-K differs between runs (the wrong row's 0.1 is the largest).
+    assert by_key(
+        layer(nondeterminism, "nondeterminism").data, ["variant", "dtype"], ["nondeterminism_max"]
+    ) == {("splitk", "bfloat16"): 0.1}
+    assert texts(at, "warning") == [
+        "Rows that failed the accuracy check (status `wrong`): splitk / bfloat16 1 of 15."
+    ]
+
+
+def test_sweeps_and_environments(dbs: dict[str, Path]) -> None:
+    at = render(dbs["small"], "sweeps")
+    no_exception(at)
+    sweeps, envs = (d.value for d in at.dataframe)
+    assert by_key(sweeps, ["name"], ["status", "n_measurements"]) == {
+        "small-a": ("finished", 21),
+        "small-b": ("finished", 3),
+        "small-a100": ("finished", 2),
+    }
+    assert sorted(envs.gpu_name) == [A100, H200] and set(envs.timing) == {common.GPU_LABEL}
+    assert not texts(at, "error") and not texts(at, "warning")
+
+
+def test_compare_sweeps_per_point_verdicts(dbs: dict[str, Path]) -> None:
+    with app(dbs["small"]) as at:
+        show(at, "compare")
+        no_exception(at)
+        assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (1, 2)
+        [chart] = charts(at)
+        dots = layer(chart, "points of both sweeps", "circle").data
+        got = {(r.variant, (r.m, r.n, r.k), r.config_key): r.verdict for r in dots.itertuples()}
+        assert got == kit.SMALL_COMPARE
+        assert by_key(dots, ["variant", "m"], ["b_over_a"]) == pytest.approx(
+            {("splitk", 256): 0.042 / 0.045, ("splitk", 4096): 0.300 / 0.250, ("grouped", 8192): 1.61 / 1.6}
+        )
+        bars = {
+            ly.encoding["y"]["field"]: ly.data
+            for ly in chart["layers"]
+            if ly.mark == "rule" and "y2" in ly.encoding
+        }
+        assert set(bars) == {"a_lo", "b_lo"}  # both sweeps' p20-p80 intervals, over sweep a's median
+        assert bars["a_lo"].a_lo.tolist() == pytest.approx([0.98] * 3)
+        assert [m.value for m in at.metric] == ["1", "1", "1"]
+        assert at.dataframe[0].value.verdict.tolist() == ["slower", "faster"]  # the points that moved
+
+        at.selectbox(key="cmp_b").set_value(3).run()  # the A100 sweep shares no point with sweep 1
+        assert "share no ok point" in texts(at, "info")[0]
+
+
+# ---- interpreter-only and failed-sweep databases ----
+
+TIMED_PAGES = ["overview", "splitk", "grouping", "cublas", "explorer"]
+
+
+@pytest.mark.parametrize("page", TIMED_PAGES, ids=TIMED_PAGES)
+def test_interpreter_rows_are_labelled_not_gpu_timings(dbs: dict[str, Path], page: str) -> None:
+    at = render(dbs["interpreter"], page)
+    no_exception(at)
+    assert any("not GPU timings" in w for w in texts(at, "warning"))
+    for chart in charts(at)[: 2 if page != "overview" else 0]:
+        assert "not GPU timings" in chart["spec"]["title"]["subtitle"]
+
+
+def test_interpreter_charts_still_show_the_cpu_times(dbs: dict[str, Path]) -> None:
+    at = render(dbs["interpreter"], "splitk")
+    every = layer(charts(at)[0], "every block shape", "circle").data
+    # Split 4 took twice the splitk unsplit time; the best unsplit time is grouped GROUP_SIZE_M 2's 0.95x.
+    assert by_key(every, ["m", "n", "k"], ["speedup"]) == {s: pytest.approx(0.475) for s in kit.SMOKE_SHAPES}
+    assert at.selectbox(key="gpu").options == [f"{kit.INTERPRETER.gpu_name} (CPU times, not GPU timings)"]
+    cublas = render(dbs["interpreter"], "cublas")
+    assert any("No peak TFLOP/s" in i for i in texts(cublas, "info"))
+    assert not any(ly.description == "roofs" for ly in charts(cublas)[1]["layers"])
+    table = render(dbs["interpreter"], "explorer").dataframe[0].value
+    assert set(table.timing) == {common.INTERPRETER_LABEL} and len(table) == len(kit.interpreter_records())
+
+
+@pytest.mark.parametrize("page", PAGES, ids=list(PAGES))
+def test_failed_sweep_gives_messages_not_tracebacks(dbs: dict[str, Path], page: str) -> None:
+    at = render(dbs["failed_sweep"], page)
+    no_exception(at)
+    said = " ".join(texts(at, "info") + texts(at, "error"))
+    expect = {
+        "overview": "Last sweep #1 'smoke': failed",
+        "splitk": "No split-K pairs",
+        "grouping": "No grouped pairs",
+        "cublas": "No shapes with both",
+        "accuracy": "No checked rows",
+        "sweeps": "Sweep #1 'smoke': failed, 0 ok and 4 failed of 4 points.",
+        "compare": "Comparing needs two sweeps",
+    }
+    if page == "explorer":
+        assert sorted(at.dataframe[0].value.status) == sorted(kit.FAILED_STATUSES)
+    else:
+        assert expect[page] in said
+
+
+# ---- a database the app cannot use ----
+
+
+def test_missing_or_foreign_database_is_an_error_message(tmp_path: Path) -> None:
+    at = render(tmp_path / "nowhere.db", "overview")
+    no_exception(at)
+    assert "no database at" in texts(at, "error")[0]
+    foreign = tmp_path / "foreign.db"
+    import sqlite3
+
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    at = render(foreign, "splitk")
+    no_exception(at)
+    assert "is not a farm results database" in texts(at, "error")[0]
+
+
+def test_db_argument_after_double_dash_else_environment_else_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert common.parse_db(["--", "--db", "a.db"]) == "a.db"
+    assert common.parse_db(["--db", "postgresql://u@h/d"]) == "postgresql://u@h/d"
+    monkeypatch.setenv("FARM_DB", "env.db")
+    assert common.parse_db(["--server.port", "1"]) == "env.db"
+    monkeypatch.delenv("FARM_DB")
+    assert common.parse_db([]) == "results.db"
