@@ -1,0 +1,227 @@
+"""Typed models of the three tables: environments, sweeps, measurements.
+
+Column names are the field names of `db.records` (the farm's records), so a record becomes a row
+without a mapping table. Revision 0001 in `db/migrations` creates the same schema with explicit
+DDL; `tests/db` checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import DateTime, TypeDecorator
+
+from db.records import Backend, Status
+
+
+class SweepStatus(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"  # stopped by the user (Ctrl-C, a killed driver that was resumed)
+    FAILED = "failed"  # the driver gave up (an exception outside any one point)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timestamps in UTC on both backends; Python always gets an aware datetime back.
+
+    PostgreSQL stores `timestamptz`; SQLite has no time type and stores ISO text, so values are
+    stored as naive UTC there (text in one zone sorts in time order) and made aware on the way out.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# The identity of a result: writing the same point again updates its row (db.writes).
+POINT_KEY = ("environment_id", "code_version", "variant", "dtype", "m", "n", "k", "config_key")
+# Column order: equality filters first (environment <- gpu_name, status = 'ok', dtype), then what
+# filter_options groups by (variant), then the rest of the config, ms last (MIN(ms) is the first entry).
+VIEW_INDEX = (
+    "environment_id",
+    "status",
+    "dtype",
+    "variant",
+    "m",
+    "n",
+    "k",
+    "block_m",
+    "block_n",
+    "block_k",
+    "split_k",
+    "num_warps",
+    "num_stages",
+    "group_m",
+    "ms",
+)
+
+
+def _in(column: str, words: type[StrEnum]) -> str:
+    return f"{column} IN ({', '.join(repr(str(w)) for w in words)})"
+
+
+# Shared column types. Byte counts are BIGINT: an H200 has 141e9 bytes of memory and the operands
+# of a 65536^3 fp32 problem take 51e9, both past INTEGER's 2.1e9 on PostgreSQL.
+int_pk = Annotated[int, mapped_column(Integer, primary_key=True)]
+byte_count = Annotated[int, mapped_column(BigInteger)]
+label = Annotated[str, mapped_column(String)]
+blank_text = Annotated[str, mapped_column(Text, default="", server_default="")]
+utc_time = Annotated[datetime, mapped_column(UTCDateTime)]
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        int: Integer,
+        float: Float(53),
+        bool: Boolean,
+        str: String,
+    }
+
+
+class Environment(Base):
+    """One row per distinct `EnvironmentInfo.fingerprint` (GPU model and software stack)."""
+
+    __tablename__ = "environments"
+
+    id: Mapped[int_pk]
+    fingerprint: Mapped[str] = mapped_column(String, unique=True)
+    gpu_name: Mapped[label] = mapped_column(index=True)
+    sm_count: Mapped[int]
+    l2_bytes: Mapped[byte_count]
+    memory_bytes: Mapped[byte_count]
+    compute_capability: Mapped[label]
+    driver_version: Mapped[label]
+    cuda_version: Mapped[label]
+    torch_version: Mapped[label]
+    triton_version: Mapped[label]
+    ray_version: Mapped[label]
+    python_version: Mapped[label]
+    host: Mapped[label]
+    project_version: Mapped[label]
+    backend: Mapped[label]
+    peak_tflops: Mapped[float]
+    peak_gbps: Mapped[float]
+    created_at: Mapped[utc_time]
+
+    __table_args__ = (CheckConstraint(_in("backend", Backend), name="backend"),)
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+
+    id: Mapped[int_pk]
+    name: Mapped[label]
+    spec: Mapped[str] = mapped_column(Text)  # the expanded grid spec as JSON
+    command: Mapped[blank_text]
+    host: Mapped[label]
+    started_at: Mapped[utc_time]
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    status: Mapped[label]
+    n_points: Mapped[int]
+    n_ok: Mapped[int] = mapped_column(default=0, server_default="0")
+    n_failed: Mapped[int] = mapped_column(default=0, server_default="0")
+
+    __table_args__ = (CheckConstraint(_in("status", SweepStatus), name="status"),)
+
+
+class Measurement(Base):
+    """One point (variant x dtype x shape x config) in one environment; fields as in MeasurementRecord."""
+
+    __tablename__ = "measurements"
+
+    id: Mapped[int_pk]
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
+    sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweeps.id"))
+    # identity
+    code_version: Mapped[label]
+    variant: Mapped[label]
+    dtype: Mapped[label]
+    m: Mapped[int]
+    n: Mapped[int]
+    k: Mapped[int]
+    config_key: Mapped[label]
+    # config
+    block_m: Mapped[int]
+    block_n: Mapped[int]
+    block_k: Mapped[int]
+    group_m: Mapped[int]
+    split_k: Mapped[int]
+    num_warps: Mapped[int]
+    num_stages: Mapped[int]
+    input_precision: Mapped[label]
+    # outcome
+    status: Mapped[label]
+    error: Mapped[blank_text]
+    ms: Mapped[float | None]
+    ms_p20: Mapped[float | None]
+    ms_p80: Mapped[float | None]
+    reps: Mapped[int | None]
+    tflops: Mapped[float | None]
+    rel_err: Mapped[float | None]
+    nondeterminism: Mapped[float | None]
+    tiles: Mapped[int | None]
+    programs: Mapped[int | None]
+    tiles_per_sm: Mapped[float | None]
+    waves: Mapped[float | None]
+    occupancy: Mapped[int | None]
+    operand_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    registers: Mapped[int | None]
+    shared_mem: Mapped[int | None]
+    compile_s: Mapped[float | None]
+    sm_clock_mhz: Mapped[int | None]
+    temperature_c: Mapped[int | None]
+    throttled: Mapped[bool | None]
+    throttle_reasons: Mapped[blank_text]
+    worker: Mapped[blank_text]
+    gpu_uuid: Mapped[blank_text]
+    backend: Mapped[label]
+    created_at: Mapped[utc_time]  # when it was measured (the record's time)
+    updated_at: Mapped[utc_time]  # when it was last written here
+
+    __table_args__ = (
+        UniqueConstraint(*POINT_KEY, name="uq_measurements_point"),
+        # The views' and dashboard's index: rows of one environment, status and dtype, with every
+        # config column and ms, so the views rank and pair rows from the index alone and
+        # grouping_effect finds a config's group_m = 1 time with one lookup (0.85 s -> 0.11 s on
+        # 1M rows); summary and filter_options scan it in order. About 60 bytes a row.
+        Index("ix_measurements_view", *VIEW_INDEX),
+        Index(None, "sweep_id"),
+        CheckConstraint(_in("status", Status), name="status"),
+        CheckConstraint(_in("backend", Backend), name="backend"),
+    )

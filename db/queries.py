@@ -1,0 +1,376 @@
+"""Read side: the queries that the `farm` CLI and the dashboard share.
+
+Each function takes an open Connection (the caller owns its lifecycle) and returns a pandas
+DataFrame (unless said otherwise) whose column types are the same from SQLite and PostgreSQL:
+integers as Int64, timestamps as UTC datetimes, booleans as boolean. Filters take one value or a
+list of values; None means no filter. They filter the views by columns the views partition by, so
+both databases push the filter down to the `ix_measurements_view` index (timings on 1M rows in
+docs/bench/db_views.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from functools import cache
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import ColumnElement, Connection, Select, case, column, func, select, table
+from sqlalchemy.engine.cursor import CursorFetchStrategy
+from sqlalchemy.sql.expression import TableClause
+
+from db.errors import DatabaseError
+from db.models import Environment, Measurement, Sweep
+from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
+
+Filter = str | int | Sequence[str] | Sequence[int] | None
+Shape = tuple[int, int, int]
+Range = tuple[int, int]
+
+
+def view(name: str) -> TableClause:
+    """A selectable for one of the views; an unknown name is a DatabaseError listing the views."""
+    if name not in VIEW_COLUMNS:
+        raise DatabaseError(f"unknown view {name!r}; the views are: {', '.join(VIEW_NAMES)}")
+    return _view(name)
+
+
+@cache
+def _view(name: str) -> TableClause:
+    return table(name, *(column(c) for c in VIEW_COLUMNS[name]))
+
+
+def _plain(value: Any) -> Any:
+    """A Python scalar: numpy scalars (from DataFrames) bind as BLOBs on SQLite and match nothing."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _conditions(v: TableClause, **filters: Any) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    for name, value in filters.items():
+        if value is None:
+            continue
+        if name == "shape":
+            conds += [v.c[d] == _plain(x) for d, x in zip("mnk", value)]
+        elif name.endswith("_range"):
+            col = v.c[name.removesuffix("_range")]
+            conds += [col >= _plain(value[0]), col <= _plain(value[1])]
+        elif isinstance(value, str) or not isinstance(value, Iterable):
+            conds.append(v.c[name] == _plain(value))
+        else:
+            conds.append(v.c[name].in_([_plain(x) for x in value]))
+    return conds
+
+
+def normalize(df: pd.DataFrame) -> pd.DataFrame:
+    """Give known columns one pandas type whichever backend produced them (db.views.COLUMN_KINDS)."""
+    for col in df.columns:
+        kind = COLUMN_KINDS.get(col)
+        if kind == "int":
+            df[col] = pd.to_numeric(df[col]).astype("Int64")
+        elif kind == "float":
+            df[col] = pd.to_numeric(df[col]).astype("float64")
+        elif kind == "bool":
+            df[col] = df[col].astype("boolean")
+        elif kind == "time":
+            df[col] = pd.to_datetime(df[col], utc=True, format="ISO8601")
+    return df
+
+
+def fetch(conn: Connection, stmt: Select) -> tuple[list[str], list[tuple]]:
+    """Column names and rows as the driver's plain tuples.
+
+    Read straight from the DBAPI cursor: building SQLAlchemy Row objects doubled the fetch of
+    450k rows (0.9 s -> 2.2 s on this 2-core machine). No value needs a result processor here:
+    normalize() converts the types.
+    """
+    result = conn.execute(stmt)
+    try:
+        keys = list(result.keys())
+        # Only an unbuffered result leaves every row to the cursor (stream_results prefetches some).
+        if type(getattr(result, "cursor_strategy", None)) is CursorFetchStrategy:
+            rows = result.cursor.fetchall()
+        else:
+            rows = [tuple(r) for r in result]
+    finally:
+        result.close()
+    return keys, rows
+
+
+def frame(conn: Connection, stmt: Select) -> pd.DataFrame:
+    keys, rows = fetch(conn, stmt)
+    return normalize(pd.DataFrame(rows, columns=keys))
+
+
+def _select_view(name: str, order_by: Sequence[str], limit: int | None = None, **filters: Any) -> Select:
+    v = view(name)
+    stmt = select(v).where(*_conditions(v, **filters)).order_by(*(v.c[c] for c in order_by))
+    return stmt if limit is None else stmt.limit(limit)
+
+
+_SHAPE_ORDER = ("gpu_name", "dtype", "m", "n", "k")
+
+
+# ---- the views, filtered as the dashboard and the CLI ask ----
+
+
+def results(
+    conn: Connection,
+    *,
+    gpu_name: Filter = None,
+    dtype: Filter = None,
+    variant: Filter = None,
+    status: Filter = None,
+    m_range: Range | None = None,
+    n_range: Range | None = None,
+    k_range: Range | None = None,
+    limit: int | None = None,
+) -> pd.DataFrame:
+    """Measurements with their environment, newest first (ranges are inclusive)."""
+    filters = dict(gpu_name=gpu_name, dtype=dtype, variant=variant, status=status)
+    ranges = dict(m_range=m_range, n_range=n_range, k_range=k_range)
+    v = view("results")
+    stmt = select(v).where(*_conditions(v, **filters, **ranges)).order_by(v.c.id.desc())
+    return frame(conn, stmt.limit(limit) if limit is not None else stmt)
+
+
+def best_configs(
+    conn: Connection,
+    *,
+    gpu_name: Filter = None,
+    dtype: Filter = None,
+    variant: Filter = None,
+    shape: Shape | None = None,
+    limit: int | None = None,
+) -> pd.DataFrame:
+    """The fastest ok row per (gpu_name, dtype, m, n, k, variant)."""
+    order = (*_SHAPE_ORDER, "ms", "variant")
+    return frame(
+        conn,
+        _select_view(
+            "best_configs", order, limit, gpu_name=gpu_name, dtype=dtype, variant=variant, shape=shape
+        ),
+    )
+
+
+def splitk_speedup(
+    conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, shape: Shape | None = None
+) -> pd.DataFrame:
+    order = (*_SHAPE_ORDER, "block_m", "block_n")
+    return frame(conn, _select_view("splitk_speedup", order, gpu_name=gpu_name, dtype=dtype, shape=shape))
+
+
+def grouping_effect(
+    conn: Connection,
+    *,
+    gpu_name: Filter = None,
+    dtype: Filter = None,
+    variant: Filter = None,
+    shape: Shape | None = None,
+) -> pd.DataFrame:
+    order = (*_SHAPE_ORDER, "variant", "block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages")
+    filters = dict(gpu_name=gpu_name, dtype=dtype, variant=variant, shape=shape)
+    return frame(conn, _select_view("grouping_effect", (*order, "group_m"), **filters))
+
+
+def vs_cublas(
+    conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, shape: Shape | None = None
+) -> pd.DataFrame:
+    return frame(conn, _select_view("vs_cublas", _SHAPE_ORDER, gpu_name=gpu_name, dtype=dtype, shape=shape))
+
+
+def splitk_curve(conn: Connection, *, gpu_name: str, dtype: str, m: int, n: int, k: int) -> pd.DataFrame:
+    """The best Triton time per split_k for one shape, with its speedup over the best split_k = 1 time."""
+    r = view("results")
+    ranked = (
+        select(
+            r.c.split_k,
+            r.c.ms,
+            r.c.ms_p20,
+            r.c.ms_p80,
+            r.c.tflops,
+            r.c.variant,
+            r.c.config_key,
+            func.row_number().over(partition_by=r.c.split_k, order_by=(r.c.ms, r.c.id)).label("rn"),
+        )
+        .where(*_conditions(r, gpu_name=gpu_name, dtype=dtype, shape=(m, n, k), status="ok"))
+        .where(r.c.ms.is_not(None), r.c.variant != "cublas")
+        .subquery()
+    )
+    cols = [c for c in ranked.c if c.name != "rn"]
+    df = frame(conn, select(*cols).where(ranked.c.rn == 1).order_by(ranked.c.split_k))
+    unsplit = df.loc[df.split_k == 1, "ms"]
+    df["speedup"] = (unsplit.iloc[0] if len(unsplit) else float("nan")) / df["ms"]
+    return df
+
+
+def accuracy(
+    conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, variant: Filter = None
+) -> pd.DataFrame:
+    """Per (variant, dtype), over the rows that were checked (ok or wrong): errors and nondeterminism."""
+    r = view("results")
+    stmt = (
+        select(
+            r.c.variant,
+            r.c.dtype,
+            func.count().label("n_checked"),
+            func.sum(case((r.c.status == "wrong", 1), else_=0)).label("n_wrong"),
+            func.max(r.c.rel_err).label("rel_err_max"),
+            func.avg(r.c.rel_err).label("rel_err_mean"),
+            func.max(r.c.nondeterminism).label("nondeterminism_max"),
+            func.sum(case((r.c.nondeterminism > 0, 1), else_=0)).label("n_nondeterministic"),
+        )
+        .where(*_conditions(r, gpu_name=gpu_name, dtype=dtype, variant=variant, status=("ok", "wrong")))
+        .group_by(r.c.variant, r.c.dtype)
+        .order_by(r.c.variant, r.c.dtype)
+    )
+    return frame(conn, stmt)
+
+
+# ---- sweeps, environments, comparisons ----
+
+
+def _count_by(conn: Connection, col) -> pd.DataFrame:
+    stmt = select(col, func.count().label("n_measurements")).group_by(col)
+    return pd.DataFrame(conn.execute(stmt).all(), columns=[col.name, "n_measurements"])
+
+
+def sweeps(conn: Connection) -> pd.DataFrame:
+    """All sweeps, newest first, with n_measurements: the rows they wrote that no later sweep rewrote."""
+    df = frame(conn, select(Sweep.__table__).order_by(Sweep.id.desc()))
+    counts = _count_by(conn, Measurement.__table__.c.sweep_id).rename(columns={"sweep_id": "id"})
+    return normalize(df.merge(counts, on="id", how="left").fillna({"n_measurements": 0}))
+
+
+def environments(conn: Connection) -> pd.DataFrame:
+    """All environments with their number of measurements."""
+    df = frame(conn, select(Environment.__table__).order_by(Environment.id))
+    counts = _count_by(conn, Measurement.__table__.c.environment_id).rename(columns={"environment_id": "id"})
+    return normalize(df.merge(counts, on="id", how="left").fillna({"n_measurements": 0}))
+
+
+_POINT = ("gpu_name", "variant", "dtype", "m", "n", "k", "config_key")
+
+
+def compare_sweeps(conn: Connection, sweep_a: int, sweep_b: int) -> pd.DataFrame:
+    """Sweep b against sweep a on every ok point both hold (same GPU model, variant, dtype, shape, config).
+
+    ratio = ms_a / ms_b (> 1: b is faster). verdict: "same" when the p20-p80 intervals overlap
+    (run-to-run noise is 2-3% on an H200, DESIGN.md), else "faster" or "slower" for b.
+    Points a later sweep re-measured in the same environment and code version belong to that sweep.
+    """
+    r = view("results")
+    cols = [r.c[c] for c in (*_POINT, "ms", "ms_p20", "ms_p80", "sweep_id", "id")]
+    stmt = select(*cols).where(*_conditions(r, sweep_id=(sweep_a, sweep_b), status="ok"), r.c.ms.is_not(None))
+    df = frame(conn, stmt).sort_values(["ms", "id"])
+    # One row per point and sweep: a sweep over several hosts with one GPU model can hold two.
+    df = df.drop_duplicates([*_POINT, "sweep_id"]).drop(columns="id")
+    a = df[df.sweep_id == sweep_a].drop(columns="sweep_id")
+    b = df[df.sweep_id == sweep_b].drop(columns="sweep_id")
+    out = a.merge(b, on=list(_POINT), suffixes=("_a", "_b"))
+    out["ratio"] = out.ms_a / out.ms_b
+    lo_a, hi_a = out.ms_p20_a.fillna(out.ms_a), out.ms_p80_a.fillna(out.ms_a)
+    lo_b, hi_b = out.ms_p20_b.fillna(out.ms_b), out.ms_p80_b.fillna(out.ms_b)
+    overlap = (lo_a <= hi_b) & (lo_b <= hi_a)
+    faster = out.ms_b < out.ms_a
+    out["verdict"] = ["same" if o else ("faster" if f else "slower") for o, f in zip(overlap, faster)]
+    return out.sort_values(list(_POINT)).reset_index(drop=True)
+
+
+# ---- summaries ----
+
+
+def _most_first(counts: Counter[str]) -> dict[str, int]:
+    """Largest count first, ties by name: the same order from either backend."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def summary(conn: Connection) -> dict[str, Any]:
+    """Counts by status, backend and GPU; numbers of sweeps and environments; the last sweep (a dict or None).
+
+    One ordered scan of ix_measurements_view grouped by environment (0.07 s on 1M rows); backend and
+    GPU come from the environment (a row's backend is its environment's).
+    """
+    m, e, s = Measurement.__table__, Environment.__table__, Sweep.__table__
+    env = {row.id: row for row in conn.execute(select(e.c.id, e.c.gpu_name, e.c.backend))}
+    by_status: Counter[str] = Counter()
+    by_backend: Counter[str] = Counter()
+    by_gpu: Counter[str] = Counter()
+    stmt = select(m.c.environment_id, m.c.status, func.count()).group_by(m.c.environment_id, m.c.status)
+    for env_id, status, n in conn.execute(stmt):
+        by_status[status] += n
+        by_backend[env[env_id].backend] += n
+        by_gpu[env[env_id].gpu_name] += n
+    last = conn.execute(select(s).order_by(s.c.id.desc()).limit(1)).mappings().first()
+    return {
+        "measurements": sum(by_status.values()),
+        "by_status": _most_first(by_status),
+        "by_backend": _most_first(by_backend),
+        "by_gpu": _most_first(by_gpu),
+        "sweeps": conn.scalar(select(func.count()).select_from(s)),
+        "environments": len(env),
+        "last_sweep": dict(last) if last is not None else None,
+    }
+
+
+def filter_options(conn: Connection) -> dict[str, Any]:
+    """What the dashboard's filters offer: gpu_names, dtypes, variants, statuses, and (min, max) of m, n, k.
+
+    Grouped in ix_measurements_view's order (environment, status, dtype, variant): no sort.
+    """
+    m, e = Measurement.__table__, Environment.__table__
+    keys = (m.c.environment_id, m.c.status, m.c.dtype, m.c.variant)
+    bounds = [agg(m.c[d]) for d in "mnk" for agg in (func.min, func.max)]
+    rows = conn.execute(select(*keys, *bounds).group_by(*keys)).all()
+    gpu_of = dict(conn.execute(select(e.c.id, e.c.gpu_name)).all())
+    out: dict[str, Any] = {
+        "gpu_names": sorted({gpu_of[r[0]] for r in rows}),
+        "statuses": sorted({r[1] for r in rows}),
+        "dtypes": sorted({r[2] for r in rows}),
+        "variants": sorted({r[3] for r in rows}),
+    }
+    for i, d in enumerate("mnk"):
+        lows, highs = [r[4 + 2 * i] for r in rows], [r[5 + 2 * i] for r in rows]
+        out[d] = (min(lows), max(highs)) if rows else (None, None)
+    return out
+
+
+# ---- the sweep's resume and bulk export ----
+
+
+def done_keys(
+    conn: Connection, environment_ids: Iterable[int], *, statuses: Iterable[str] | None = None
+) -> set[tuple]:
+    """The point keys (db.records.point_key) stored for these environments, in any status unless given.
+
+    Read from the unique index alone when no status is given; the cost is Python building the
+    tuples, about 1.4 µs a key here (docs/bench/db_views.md).
+    """
+    ids = [int(i) for i in environment_ids]
+    if not ids:
+        return set()
+    t = Measurement.__table__
+    stmt = select(t.c.code_version, t.c.variant, t.c.dtype, t.c.m, t.c.n, t.c.k, t.c.config_key).where(
+        t.c.environment_id.in_(ids)
+    )
+    if statuses is not None:
+        stmt = stmt.where(t.c.status.in_([str(s) for s in statuses]))
+    return set(fetch(conn, stmt)[1])
+
+
+def iter_view(conn: Connection, name: str, *, chunk_rows: int = 50_000) -> Iterator[pd.DataFrame]:
+    """A whole view in DataFrames of up to chunk_rows rows (exports never hold 1M rows at once)."""
+    v = view(name)
+    # A server-side cursor on PostgreSQL; SQLite's cursor steps through the rows anyway.
+    result = conn.execution_options(yield_per=chunk_rows).execute(select(v))
+    try:
+        keys = list(result.keys())
+        empty = True
+        for part in result.partitions():
+            empty = False
+            yield normalize(pd.DataFrame([tuple(r) for r in part], columns=keys))
+        if empty:
+            yield normalize(pd.DataFrame(columns=keys))
+    finally:
+        result.close()

@@ -1,0 +1,235 @@
+"""The SQL views of the design, as plain SQL that runs unchanged on SQLite >= 3.35 and PostgreSQL >= 13.
+
+They are the query surface for sqlite3, pandas and the dashboard. A migration creates them from
+the constants here; the SQL of a released revision is frozen: changing a view means a new constant
+(`VIEWS_0002`, ...) and a new migration that drops and recreates it, never an edit of `VIEWS_0001`.
+
+Portable SQL only: window functions, CTE-free subqueries (PostgreSQL materialises a CTE used
+twice, which stops the dashboard's gpu/dtype filter from reaching the table), `NULLIF` around
+every divisor (PostgreSQL raises on division by zero where SQLite returns NULL). All views but
+`results` use `ok` rows with a time; ties go to the lower ms, then the lower id.
+"""
+
+from __future__ import annotations
+
+# Measurement columns as of revision 0001, in MeasurementRecord's field order.
+MEASUREMENT_COLUMNS: tuple[str, ...] = (
+    "code_version",
+    "variant",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "config_key",
+    "block_m",
+    "block_n",
+    "block_k",
+    "group_m",
+    "split_k",
+    "num_warps",
+    "num_stages",
+    "input_precision",
+    "status",
+    "error",
+    "ms",
+    "ms_p20",
+    "ms_p80",
+    "reps",
+    "tflops",
+    "rel_err",
+    "nondeterminism",
+    "tiles",
+    "programs",
+    "tiles_per_sm",
+    "waves",
+    "occupancy",
+    "operand_bytes",
+    "registers",
+    "shared_mem",
+    "compile_s",
+    "sm_clock_mhz",
+    "temperature_c",
+    "throttled",
+    "throttle_reasons",
+    "worker",
+    "gpu_uuid",
+    "backend",
+    "created_at",
+    "updated_at",
+)
+ENVIRONMENT_COLUMNS: tuple[str, ...] = (
+    "gpu_name",
+    "sm_count",
+    "l2_bytes",
+    "host",
+    "peak_tflops",
+    "peak_gbps",
+)
+RESULTS_COLUMNS: tuple[str, ...] = (
+    "id",
+    "environment_id",
+    "sweep_id",
+    *ENVIRONMENT_COLUMNS,
+    *MEASUREMENT_COLUMNS,
+)
+SHAPE = ("gpu_name", "dtype", "m", "n", "k")
+SPLITK_COLUMNS: tuple[str, ...] = (
+    *SHAPE,
+    "block_m",
+    "block_n",
+    "tiles",
+    "sm_count",
+    "tiles_per_sm",
+    "unsplit_ms",
+    "unsplit_variant",
+    "split_ms",
+    "best_split_k",
+    "best_split_variant",
+    "speedup",
+)
+GROUP_CONFIG = ("variant", "block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages")
+GROUPING_COLUMNS: tuple[str, ...] = (
+    *SHAPE,
+    *GROUP_CONFIG,
+    "group_m",
+    "operand_bytes",
+    "l2_bytes",
+    "operand_to_l2",
+    "ms",
+    "ms_group1",
+    "speedup",
+)
+CUBLAS_COLUMNS: tuple[str, ...] = (
+    *SHAPE,
+    "triton_ms",
+    "triton_variant",
+    "triton_config_key",
+    "triton_tflops",
+    "cublas_ms",
+    "cublas_tflops",
+    "ratio",
+)
+VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
+    "results": RESULTS_COLUMNS,
+    "best_configs": RESULTS_COLUMNS,
+    "splitk_speedup": SPLITK_COLUMNS,
+    "grouping_effect": GROUPING_COLUMNS,
+    "vs_cublas": CUBLAS_COLUMNS,
+}
+VIEW_NAMES: tuple[str, ...] = tuple(VIEW_COLUMNS)
+
+# How each column reads back into pandas, so frames look the same from either backend (SQLite
+# returns timestamps as text and booleans as 0/1). Columns not named here are text.
+_KINDS = {
+    "int": "id environment_id sweep_id sm_count l2_bytes memory_bytes m n k block_m block_n block_k group_m "
+    "split_k num_warps num_stages reps tiles programs occupancy operand_bytes registers shared_mem "
+    "sm_clock_mhz temperature_c best_split_k n_points n_ok n_failed n_measurements n_checked n_wrong "
+    "n_nondeterministic",
+    "float": "peak_tflops peak_gbps ms ms_p20 ms_p80 tflops rel_err nondeterminism tiles_per_sm waves "
+    "compile_s unsplit_ms split_ms speedup operand_to_l2 ms_group1 triton_ms triton_tflops cublas_ms "
+    "cublas_tflops ratio rel_err_max rel_err_mean nondeterminism_max",
+    "bool": "throttled",
+    "time": "created_at updated_at started_at finished_at",
+}
+COLUMN_KINDS: dict[str, str] = {c: kind for kind, names in _KINDS.items() for c in names.split()}
+
+
+def _cols(columns: tuple[str, ...], alias: str = "") -> str:
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + c for c in columns)
+
+
+_OK = "status = 'ok' AND ms IS NOT NULL"
+
+_RESULTS = (
+    f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
+    f"{_cols(MEASUREMENT_COLUMNS, 'm')} "
+    "FROM measurements m JOIN environments e ON e.id = m.environment_id"
+)
+
+# Each view answers the dashboard's query (one GPU and dtype) from one subquery of `results` that the
+# filter reaches (SQLite pushes a WHERE term down one subquery level, into a window subquery only
+# when it names PARTITION BY columns), reading ix_measurements_view alone, then fetches the few
+# winning rows by id. Timings, before and after, on 1M rows: docs/bench/db_views.md.
+
+# best_configs: rank narrow rows, then fetch the whole row of each winner (ranking all 51 columns
+# of the 150k ok rows of one GPU and dtype took 0.93 s of SQL, this 0.42 s).
+_BEST_KEY = (*SHAPE, "variant")
+_BEST_CONFIGS = (
+    f"SELECT {', '.join(f'b.{c}' if c in (*_BEST_KEY, 'id') else f'r.{c}' for c in RESULTS_COLUMNS)} "
+    f"FROM (SELECT id, {_cols(_BEST_KEY)}, "
+    f"ROW_NUMBER() OVER (PARTITION BY {_cols(_BEST_KEY)} ORDER BY ms, id) AS rn FROM results WHERE {_OK}) b "
+    "JOIN results r ON r.id = b.id WHERE b.rn = 1"
+)
+
+
+def _pairs(partition: tuple[str, ...], is_base: str, columns: tuple[str, ...], where: str = "") -> str:
+    """One window pass that puts the best base row right before the best other row of each partition.
+
+    Base rows (`is_base` true) sort slowest-first, the others fastest-first, so the first non-base
+    row is the fastest one (lowest ms, then lowest id) and the row before it the fastest base row
+    (lowest ms, then lowest id). `base_id` is the previous row's id, negated when that row is not a
+    base row: the pair is the non-base row whose base_id > 0. One LAG, one sort: joining two ranked
+    subqueries instead made SQLite nest-loop 6k x 6k rows (16 s for splitk_speedup on 1M rows),
+    and FIRST_VALUE per column cost 0.1 s each.
+    """
+    sign = f"CASE WHEN {is_base} THEN -1 ELSE 1 END"
+    return (
+        f"SELECT {_cols(columns)}, LAG(-{sign} * id) OVER w AS base_id FROM results "
+        f"WHERE {_OK}{f' AND {where}' if where else ''} "
+        f"WINDOW w AS (PARTITION BY {_cols(partition)} ORDER BY {sign}, {sign} * ms, {sign} * id)"
+    )
+
+
+# splitk_speedup: per block shape, the best unsplit row (split_k = 1, any variant but cuBLAS) and the
+# best split row. tiles, tiles_per_sm, sm_count are the unsplit row's (farm.metrics computed them).
+_SPLIT_KEY = (*SHAPE, "block_m", "block_n")
+_SPLIT_PASS = _pairs(
+    _SPLIT_KEY, "split_k = 1", (*_SPLIT_KEY, "split_k", "variant", "ms"), "variant <> 'cublas'"
+)
+_SPLITK = (
+    f"SELECT {_cols(_SPLIT_KEY, 'p')}, u.tiles, u.sm_count, u.tiles_per_sm, u.ms AS unsplit_ms, "
+    "u.variant AS unsplit_variant, p.ms AS split_ms, p.split_k AS best_split_k, "
+    "p.variant AS best_split_variant, "
+    f"u.ms / NULLIF(p.ms, 0) AS speedup FROM ({_SPLIT_PASS}) p JOIN results u ON u.id = p.base_id "
+    "WHERE p.split_k > 1 AND p.base_id > 0"
+)
+
+# vs_cublas: per shape, the best Triton row (any variant but cuBLAS) and the best cuBLAS row.
+_CUBLAS_PASS = _pairs(SHAPE, "variant <> 'cublas'", (*SHAPE, "id", "variant", "ms"))
+_VS_CUBLAS = (
+    f"SELECT {_cols(SHAPE, 'p')}, t.ms AS triton_ms, t.variant AS triton_variant, "
+    "t.config_key AS triton_config_key, t.tflops AS triton_tflops, "
+    "p.ms AS cublas_ms, c.tflops AS cublas_tflops, "
+    f"p.ms / NULLIF(t.ms, 0) AS ratio FROM ({_CUBLAS_PASS}) p JOIN results t ON t.id = p.base_id "
+    "JOIN measurements c ON c.id = p.id WHERE p.variant = 'cublas' AND p.base_id > 0"
+)
+
+# grouping_effect: the best time of each group_m > 1 against the best group_m = 1 time with all else
+# equal, looked up per grouped row in ix_measurements_view (0.11 s; a join of two aggregates or a
+# window over every row of the GPU and dtype took 0.85 s: most rows have group_m = 1).
+_GROUP_KEY = (*SHAPE, *GROUP_CONFIG)
+_GROUPED = (
+    f"SELECT {_cols(_GROUP_KEY)}, group_m, MIN(ms) AS ms, MAX(operand_bytes) AS operand_bytes, "
+    f"MAX(l2_bytes) AS l2_bytes FROM results WHERE {_OK} AND group_m > 1 "
+    f"GROUP BY {_cols(_GROUP_KEY)}, group_m"
+)
+_GROUP1 = (
+    f"SELECT MIN(b.ms) FROM results b WHERE {' AND '.join(f'b.{c} = g.{c}' for c in _GROUP_KEY)} "
+    "AND b.group_m = 1 AND b.status = 'ok'"
+)
+_GROUPING = (
+    f"SELECT {_cols(_GROUP_KEY)}, group_m, operand_bytes, l2_bytes, "
+    "CAST(operand_bytes AS DOUBLE PRECISION) / NULLIF(l2_bytes, 0) AS operand_to_l2, "
+    "ms, ms_group1, ms_group1 / NULLIF(ms, 0) AS speedup "
+    f"FROM (SELECT g.*, ({_GROUP1}) AS ms_group1 FROM ({_GROUPED}) g) x WHERE ms_group1 IS NOT NULL"
+)
+
+# Revision 0001's views, in creation order (each may read the ones before it).
+VIEWS_0001: dict[str, str] = {
+    "results": _RESULTS,
+    "best_configs": _BEST_CONFIGS,
+    "splitk_speedup": _SPLITK,
+    "grouping_effect": _GROUPING,
+    "vs_cublas": _VS_CUBLAS,
+}

@@ -1,0 +1,304 @@
+"""Builders for hand-made rows, and the bodies of the worker processes the concurrency tests start.
+
+Plain functions in an importable module (not conftest) so spawned processes can import them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, select, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from db.engine import make_engine
+from db.models import Measurement
+from db.records import Backend, EnvironmentInfo, MeasurementRecord
+from db.schema import ensure_current
+from db.writes import environment_id, upsert_measurements
+
+H200 = EnvironmentInfo(
+    gpu_name="NVIDIA H200",
+    sm_count=132,
+    l2_bytes=60 * 2**20,
+    memory_bytes=150_754_820_096,
+    compute_capability="9.0",
+    driver_version="570.86.15",
+    cuda_version="12.8",
+    torch_version="2.7.0",
+    triton_version="3.4.0",
+    ray_version="2.47.0",
+    python_version="3.11.7",
+    host="gpu-node-1",
+    project_version="0.1.0",
+    peak_tflops=989.0,
+    peak_gbps=4800.0,
+)
+A100 = dataclasses.replace(H200, gpu_name="NVIDIA A100-SXM4-80GB", sm_count=108, l2_bytes=40 * 2**20)
+INTERPRETER = dataclasses.replace(
+    H200,
+    gpu_name="CPU (Triton interpreter)",
+    sm_count=0,
+    l2_bytes=0,
+    memory_bytes=0,
+    compute_capability="",
+    backend=Backend.INTERPRETER,
+    peak_tflops=0.0,
+    peak_gbps=0.0,
+)
+
+
+def rec(
+    variant: str = "grouped",
+    shape: tuple[int, int, int] = (4096, 4096, 4096),
+    *,
+    dtype: str = "bfloat16",
+    block: tuple[int, int, int] = (128, 128, 64),
+    group_m: int = 1,
+    split_k: int = 1,
+    num_warps: int = 8,
+    num_stages: int = 3,
+    ms: float | None = 1.0,
+    status: str = "ok",
+    code_version: str = "c0ffee",
+    **fields,
+) -> MeasurementRecord:
+    """One record; the config key is built from the config so distinct configs never collide."""
+    (m, n, k), (bm, bn, bk) = shape, block
+    precision = fields.pop("input_precision", "ieee" if dtype == "float32" else "")
+    key = f"bm{bm}-bn{bn}-bk{bk}-g{group_m}-s{split_k}-w{num_warps}-st{num_stages}-{precision}"
+    tiles = -(-m // bm) * -(-n // bn)
+    defaults = dict(
+        ms_p20=None if ms is None else ms * 0.99,
+        ms_p80=None if ms is None else ms * 1.01,
+        reps=50 if ms is not None else None,
+        tflops=None if ms is None else 2 * m * n * k / (ms * 1e-3) / 1e12,
+        tiles=tiles,
+        programs=tiles * split_k,
+        tiles_per_sm=tiles / 132,
+        operand_bytes=2 * (m * k + k * n + m * n),
+        error="" if status == "ok" else f"{status}: hand-made failure",
+    )
+    defaults.update(fields)
+    return MeasurementRecord(
+        code_version=code_version,
+        variant=variant,
+        dtype=dtype,
+        m=m,
+        n=n,
+        k=k,
+        config_key=key,
+        block_m=bm,
+        block_n=bn,
+        block_k=bk,
+        group_m=group_m,
+        split_k=split_k,
+        num_warps=num_warps,
+        num_stages=num_stages,
+        input_precision=precision,
+        status=status,
+        ms=ms,
+        **defaults,
+    )
+
+
+def create(target: str) -> None:
+    """A database at head at `target`."""
+    engine = make_engine(target)
+    ensure_current(engine)
+    engine.dispose()
+
+
+def store(
+    engine: Engine,
+    records: Sequence[MeasurementRecord],
+    env: EnvironmentInfo = H200,
+    sweep_id: int | None = None,
+) -> int:
+    """Write records in one transaction; returns the environment id."""
+    with Session(engine) as session:
+        env_id = environment_id(session, env)
+        upsert_measurements(session, environment_id=env_id, sweep_id=sweep_id, records=records)
+        session.commit()
+    return env_id
+
+
+def grid(n_rows: int, *, offset: int = 0, code_version: str = "c0ffee") -> list[MeasurementRecord]:
+    """n_rows distinct points over ragged shapes and a config grid (index i -> a fixed point)."""
+    out = []
+    for i in range(offset, offset + n_rows):
+        shape = (64 + 17 * (i % 97), 128 + 31 * (i // 97 % 89), 16 * (1 + i // 8633))
+        out.append(
+            rec(
+                ("grouped", "splitk", "tiled")[i % 3],
+                shape,
+                group_m=(1, 8)[i // 3 % 2],
+                split_k=(1, 4)[i // 6 % 2] if i % 3 == 1 else 1,
+                ms=0.1 + (i % 1000) / 1000,
+                code_version=code_version,
+            )
+        )
+    return out
+
+
+# ---- checks shared by the test modules ----
+
+
+def run_together(n: int, fn: Callable[[], object]) -> tuple[list, list[Exception]]:
+    """Run fn in n threads released at the same moment; (results, exceptions)."""
+    barrier, results, errors = threading.Barrier(n), [], []
+
+    def run() -> None:
+        try:
+            barrier.wait(30)
+            results.append(fn())
+        except Exception as exc:  # returned to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results, errors
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+NOT_A_DB = b"gpu,ms\nH200,0.5\n" * 20
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under root with its bytes: 'nothing created or damaged' means this does not change."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[Path]:
+    """A file or folder nobody may write, root included (root ignores mode bits, not chattr +i)."""
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+            pytest.skip("running as root on a file system without chattr +i: nothing is read-only to root")
+        undo = ["chattr", "-i", str(path)]
+    else:
+        mode = path.stat().st_mode & 0o777
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        undo = ["chmod", oct(mode)[2:], str(path)]
+    try:
+        yield path
+    finally:
+        subprocess.run(undo, check=True)
+
+
+def snapshot(engine: Engine) -> list[tuple]:
+    """Every measurement column but updated_at (the write time), in id order."""
+    cols = [c for c in Measurement.__table__.c if c.name != "updated_at"]
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(select(*cols).order_by(Measurement.id))]
+
+
+def count(engine: Engine, table: str = "measurements") -> int:
+    with engine.connect() as conn:
+        return conn.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one()
+
+
+# ---- worker process bodies (tests/db/test_concurrency.py) ----
+
+
+def _is_locked(exc: Exception) -> bool:
+    return "locked" in str(exc).lower() or "busy" in str(exc).lower()
+
+
+def _worker(kind: str, target: str, readonly: bool, start, queue, units: Iterable[Callable]) -> None:
+    """After `start`, run each unit on one engine, counting "database is locked" failures.
+
+    Reports (kind, n_units_done, n_locked, error, sorted values the units returned).
+    """
+    done, locked, error, seen = 0, 0, "", set()
+    engine = make_engine(target, readonly=readonly)
+    try:
+        start.wait(60)
+        for unit in units:
+            try:
+                seen.add(unit(engine))
+                done += 1
+            except OperationalError as exc:
+                if not _is_locked(exc):
+                    raise
+                locked += 1
+    except Exception as exc:
+        error = repr(exc)
+    finally:
+        engine.dispose()
+    queue.put((kind, done, locked, error, tuple(sorted(v for v in seen if v is not None))))
+
+
+def _write_batch(offset: int, batch: int, engine: Engine) -> None:
+    store(engine, grid(batch, offset=offset))
+
+
+def write_in_batches(target: str, n_rows: int, batch: int, start, queue) -> None:
+    """Write n_rows points in transactions of `batch` rows."""
+    units = (partial(_write_batch, offset, batch) for offset in range(0, n_rows, batch))
+    _worker("writer", target, False, start, queue, units)
+
+
+# What the dashboard asks while a sweep writes (db.queries, filtered by GPU and dtype).
+DASHBOARD_QUERIES = (
+    "SELECT COUNT(*) FROM results WHERE gpu_name = 'NVIDIA H200' AND dtype = 'bfloat16'",
+    "SELECT * FROM best_configs WHERE gpu_name = 'NVIDIA H200' AND dtype = 'bfloat16'",
+    "SELECT * FROM splitk_speedup WHERE gpu_name = 'NVIDIA H200' AND dtype = 'bfloat16'",
+    "SELECT * FROM grouping_effect WHERE gpu_name = 'NVIDIA H200' AND dtype = 'bfloat16'",
+    "SELECT * FROM vs_cublas WHERE gpu_name = 'NVIDIA H200' AND dtype = 'bfloat16'",
+)
+
+
+def _query(sql: str, engine: Engine) -> int | None:
+    """Run one dashboard query; the row count it saw for the COUNT query (readers see whole batches only)."""
+    with engine.connect() as conn:
+        rows = conn.execute(text(sql)).all()
+    return rows[0][0] if sql.startswith("SELECT COUNT") else None
+
+
+def read_views_until(target: str, start, stop, queue) -> None:
+    """Query every view, round after round, until `stop`."""
+
+    def units() -> Iterator[Callable]:
+        while not stop.is_set():
+            yield from (partial(_query, sql) for sql in DASHBOARD_QUERIES)
+
+    _worker("reader", target, True, start, queue, units())
+
+
+def write_then_hang(target: str, n_rows: int, inside) -> None:
+    """Upsert a batch, flush it to the database file, signal `inside` before the commit, wait to be killed."""
+    engine = make_engine(target)
+    with Session(engine) as session:
+        env_id = environment_id(session, H200)
+        upsert_measurements(session, environment_id=env_id, sweep_id=None, records=grid(n_rows))
+        session.flush()
+        inside.set()
+        time.sleep(600)
+        session.commit()
+
+
+def write_batches_forever(target: str, batch: int, started) -> None:
+    """Commit batch after batch (batch i holds grid points i*batch ...) until killed."""
+    engine = make_engine(target)
+    started.set()
+    for i in range(10**6):
+        store(engine, grid(batch, offset=i * batch))
