@@ -14,7 +14,7 @@ import pandas as pd
 from sqlalchemy import Connection, func, select
 
 from db import queries
-from db.queries import Filter, _conditions, frame
+from db.queries import Filter, conditions, frame
 from db.records import Backend
 
 SHAPE = ["m", "n", "k"]
@@ -124,7 +124,7 @@ def cublas_points(conn: Connection, *, gpu_name: Filter = None, dtype: Filter = 
         select(
             r.c.gpu_name, r.c.dtype, r.c.m, r.c.n, r.c.k, func.max(r.c.operand_bytes).label("operand_bytes")
         )
-        .where(*_conditions(r, gpu_name=gpu_name, dtype=dtype), r.c.operand_bytes.is_not(None))
+        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype), r.c.operand_bytes.is_not(None))
         .group_by(r.c.gpu_name, r.c.dtype, r.c.m, r.c.n, r.c.k)
     )
     sizes = frame(conn, stmt)
@@ -179,7 +179,7 @@ def roof_lines(
 def count_results(conn: Connection, **filters: Any) -> int:
     """How many rows queries.results returns for the same filters (the explorer shows a capped page)."""
     r = queries.view("results")
-    return int(conn.scalar(select(func.count()).select_from(r).where(*_conditions(r, **filters))) or 0)
+    return int(conn.scalar(select(func.count()).select_from(r).where(*conditions(r, **filters))) or 0)
 
 
 # ---- sweeps ----

@@ -46,7 +46,7 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def _conditions(v: TableClause, **filters: Any) -> list[ColumnElement[bool]]:
+def conditions(v: TableClause, **filters: Any) -> list[ColumnElement[bool]]:
     conds: list[ColumnElement[bool]] = []
     for name, value in filters.items():
         if value is None:
@@ -105,7 +105,7 @@ def frame(conn: Connection, stmt: Select) -> pd.DataFrame:
 
 def _select_view(name: str, order_by: Sequence[str], limit: int | None = None, **filters: Any) -> Select:
     v = view(name)
-    stmt = select(v).where(*_conditions(v, **filters)).order_by(*(v.c[c] for c in order_by))
+    stmt = select(v).where(*conditions(v, **filters)).order_by(*(v.c[c] for c in order_by))
     return stmt if limit is None else stmt.limit(limit)
 
 
@@ -131,7 +131,7 @@ def results(
     filters = dict(gpu_name=gpu_name, dtype=dtype, variant=variant, status=status)
     ranges = dict(m_range=m_range, n_range=n_range, k_range=k_range)
     v = view("results")
-    stmt = select(v).where(*_conditions(v, **filters, **ranges)).order_by(v.c.id.desc())
+    stmt = select(v).where(*conditions(v, **filters, **ranges)).order_by(v.c.id.desc())
     return frame(conn, stmt.limit(limit) if limit is not None else stmt)
 
 
@@ -194,7 +194,7 @@ def splitk_curve(conn: Connection, *, gpu_name: str, dtype: str, m: int, n: int,
             r.c.config_key,
             func.row_number().over(partition_by=r.c.split_k, order_by=(r.c.ms, r.c.id)).label("rn"),
         )
-        .where(*_conditions(r, gpu_name=gpu_name, dtype=dtype, shape=(m, n, k), status="ok"))
+        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, shape=(m, n, k), status="ok"))
         .where(r.c.ms.is_not(None), r.c.variant != "cublas")
         .subquery()
     )
@@ -221,7 +221,7 @@ def accuracy(
             func.max(r.c.nondeterminism).label("nondeterminism_max"),
             func.sum(case((r.c.nondeterminism > 0, 1), else_=0)).label("n_nondeterministic"),
         )
-        .where(*_conditions(r, gpu_name=gpu_name, dtype=dtype, variant=variant, status=("ok", "wrong")))
+        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, variant=variant, status=("ok", "wrong")))
         .group_by(r.c.variant, r.c.dtype)
         .order_by(r.c.variant, r.c.dtype)
     )
@@ -262,7 +262,7 @@ def compare_sweeps(conn: Connection, sweep_a: int, sweep_b: int) -> pd.DataFrame
     """
     r = view("results")
     cols = [r.c[c] for c in (*_POINT, "ms", "ms_p20", "ms_p80", "sweep_id", "id")]
-    stmt = select(*cols).where(*_conditions(r, sweep_id=(sweep_a, sweep_b), status="ok"), r.c.ms.is_not(None))
+    stmt = select(*cols).where(*conditions(r, sweep_id=(sweep_a, sweep_b), status="ok"), r.c.ms.is_not(None))
     df = frame(conn, stmt).sort_values(["ms", "id"])
     # One row per point and sweep: a sweep over several hosts with one GPU model can hold two.
     df = df.drop_duplicates([*_POINT, "sweep_id"]).drop(columns="id")

@@ -21,38 +21,14 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from samples import A100, H200
 from sqlalchemy.orm import Session
 
 from db.records import Backend, EnvironmentInfo, MeasurementRecord
 from db.schema import open_engine
 from db.writes import environment_id, finish_sweep, start_sweep, upsert_measurements
 
-H200 = EnvironmentInfo(
-    gpu_name="NVIDIA H200",
-    sm_count=132,
-    l2_bytes=60 * 2**20,
-    memory_bytes=150_754_820_096,
-    compute_capability="9.0",
-    driver_version="580.159.04",
-    cuda_version="13.0",
-    torch_version="2.11.0",
-    triton_version="3.6.0",
-    ray_version="2.47.0",
-    python_version="3.11.7",
-    host="gpu-node-1",
-    project_version="0.1.0",
-    peak_tflops=989.4,
-    peak_gbps=4800.0,
-)
 H200_NODE2 = dataclasses.replace(H200, host="gpu-node-2")
-A100 = dataclasses.replace(
-    H200,
-    gpu_name="NVIDIA A100-SXM4-80GB",
-    sm_count=108,
-    l2_bytes=40 * 2**20,
-    peak_tflops=312.0,
-    peak_gbps=2039.0,
-)
 # What farm.gpu reports without a GPU: the nominal H100/H200-class limits, no peaks.
 INTERPRETER = dataclasses.replace(
     H200,

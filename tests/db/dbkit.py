@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from samples import A100, H200  # noqa: F401  (the tests import both from here)
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -27,24 +28,6 @@ from db.records import Backend, EnvironmentInfo, MeasurementRecord
 from db.schema import ensure_current
 from db.writes import environment_id, upsert_measurements
 
-H200 = EnvironmentInfo(
-    gpu_name="NVIDIA H200",
-    sm_count=132,
-    l2_bytes=60 * 2**20,
-    memory_bytes=150_754_820_096,
-    compute_capability="9.0",
-    driver_version="570.86.15",
-    cuda_version="12.8",
-    torch_version="2.7.0",
-    triton_version="3.4.0",
-    ray_version="2.47.0",
-    python_version="3.11.7",
-    host="gpu-node-1",
-    project_version="0.1.0",
-    peak_tflops=989.0,
-    peak_gbps=4800.0,
-)
-A100 = dataclasses.replace(H200, gpu_name="NVIDIA A100-SXM4-80GB", sm_count=108, l2_bytes=40 * 2**20)
 INTERPRETER = dataclasses.replace(
     H200,
     gpu_name="CPU (Triton interpreter)",
