@@ -128,6 +128,7 @@ class Driver:
         self.last_flush = time.monotonic()
         self.versions: dict[str, str] = {}
         self.started_ray = False
+        self.started = time.monotonic()
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -167,7 +168,7 @@ class Driver:
                 n_points=len(todo),
             )
             session.commit()
-        start = time.monotonic()
+        start = self.started = time.monotonic()
         status = "finished"
         self.bar = tqdm(
             total=len(todo),
@@ -513,7 +514,11 @@ class Driver:
             self.quarantine[(point.variant, point.dtype, point.config.key)] = record
         self.bar.update(1)
         failed = sum(v for k, v in self.counts.items() if k != Status.OK)
-        self.bar.set_postfix(ok=self.counts[Status.OK], failed=failed, faults=len(self.faults), refresh=False)
+        elapsed = time.monotonic() - self.started
+        per_min = f"{self.bar.n / elapsed * 60:.0f}/min" if elapsed > 0 else "-"
+        self.bar.set_postfix(
+            ok=self.counts[Status.OK], failed=failed, faults=len(self.faults), rate=per_min, refresh=False
+        )
 
     def _flush(self, force: bool = False) -> None:
         if not self.buffer or (not force and time.monotonic() - self.last_flush < FLUSH_EVERY_S):

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dashkit
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module():
+    """Streamlit's AppTest runs each page as `__main__` and leaves it in sys.modules; a later test
+    in this process that spawns workers (tests/db) would have them run the page. Put it back."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="session")

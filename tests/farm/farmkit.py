@@ -52,4 +52,6 @@ def subprocess_env() -> dict:
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)  # the workers choose the interpreter themselves
     env["PYTHONPATH"] = str(REPO)
+    # This Python first on PATH, as a cluster's setup makes its own: `ray job submit -- python ...`
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env

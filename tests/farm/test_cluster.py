@@ -142,3 +142,22 @@ def test_one_worker_per_gpu_and_the_work_is_spread(ray_cluster, tmp_path):
     }  # distinct CUDA_VISIBLE_DEVICES
     assert sum(per_worker.values()) == 16
     assert environments == 1  # same host and stack: one environment
+
+
+def test_sweep_py_runs_as_a_lone_file(tmp_path, tiny_spec):
+    """`ray submit` copies farm/sweep.py alone to the head node: it must import the installed package."""
+    lone = tmp_path / "elsewhere"
+    lone.mkdir()
+    shutil.copy(REPO / "farm" / "sweep.py", lone / "sweep.py")
+    env = subprocess_env()
+    env.pop("PYTHONPATH")  # only what is installed, as on a cluster node
+    run = subprocess.run(
+        [sys.executable, str(lone / "sweep.py"), "--spec", str(tiny_spec), "--dry-run"],
+        cwd=lone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"sweep 'tiny': {TINY_POINTS} points over 2 shapes" in run.stdout

@@ -144,3 +144,28 @@ def test_dry_run_prints_the_pruned_grid_without_ray_or_database(tmp_path, capsys
     ]
     assert "estimated GPU time" in out
     assert not db.exists()
+
+
+def test_a_kernel_that_cannot_compile_is_a_row_and_the_sweep_goes_on(ray_cluster, tmp_path):
+    spec = write_spec(
+        tmp_path,
+        """\
+        name: broken
+        dtypes: [float16]
+        variants: [tiled, broken]
+        shapes: [{m: 32, n: 32, k: 32}]
+        configs: {block_m: [16, 32], block_n: [16], block_k: [16], num_warps: [4], num_stages: [2]}
+        timing: {min_reps: 2, max_reps: 2}
+        """,
+    )
+    db = tmp_path / "broken.db"
+    options = SweepOptions(db=str(db), plugins=[str(PLUGINS / "broken.py")], progress=False)
+    result = run_sweep(load_spec(path=str(spec)), options, "t")
+    statuses = {(variant, key): status for variant, _, _, _, key, status in measurements(db)}
+    assert {s for (v, _), s in statuses.items() if v == "tiled"} == {Status.OK}
+    # On a GPU Triton fails while compiling ahead (compile_error); the interpreter fails at launch.
+    assert {s for (v, _), s in statuses.items() if v == "broken"} == {Status.LAUNCH_ERROR}
+    with sqlite3.connect(db) as conn:
+        errors = [e for (e,) in conn.execute("SELECT error FROM measurements WHERE variant = 'broken'")]
+    assert len(errors) == 2 and all("no_such_function" in e for e in errors)
+    assert result.status == "finished" and result.faults == []
