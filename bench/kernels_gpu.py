@@ -29,30 +29,25 @@ SMALL_CFG = {
 }
 
 
-def _big_tile_configs(group_m: int, split_ks=(1,)):
-    tiles = [
-        (128, 256, 64, 8, 3),
-        (256, 128, 64, 8, 3),
-        (128, 128, 64, 8, 4),
-        (128, 128, 64, 4, 4),
-        (128, 128, 32, 4, 4),
-        (64, 256, 64, 4, 4),
-    ]
-    return [
-        MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
-        for bm, bn, bk, w, st in tiles
-        for s in split_ks
-    ]
+# (block_m, block_n, block_k, num_warps, num_stages) tried per shape class.
+BIG_TILES = [
+    (128, 256, 64, 8, 3),
+    (256, 128, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (128, 128, 32, 4, 4),
+    (64, 256, 64, 4, 4),
+]
+SKINNY_TILES = [
+    (64, 64, 128, 4, 4),
+    (64, 64, 64, 4, 5),
+    (128, 128, 64, 8, 3),
+    (64, 128, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+]
 
 
-def _skinny_configs(group_m: int, split_ks):
-    tiles = [
-        (64, 64, 128, 4, 4),
-        (64, 64, 64, 4, 5),
-        (128, 128, 64, 8, 3),
-        (64, 128, 64, 4, 4),
-        (128, 64, 64, 4, 4),
-    ]
+def _configs(tiles, group_m: int, split_ks=(1,)) -> list[MatmulConfig]:
     return [
         MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
         for bm, bn, bk, w, st in tiles
@@ -68,9 +63,9 @@ def perf_configs(variant: str, m: int, n: int, k: int) -> list[MatmulConfig]:
     if variant == "cublas":
         return [LIBRARY_CONFIG]
     if variant in ("splitk", "splitk_det"):
-        return _skinny_configs(1, (4, 8, 16, 32)) if skinny else _big_tile_configs(8, (1, 2))
+        return _configs(SKINNY_TILES, 1, (4, 8, 16, 32)) if skinny else _configs(BIG_TILES, 8, (1, 2))
     group = 8 if variant == "grouped" else 1
-    return _skinny_configs(group, (1,)) if skinny else _big_tile_configs(group)
+    return _configs(SKINNY_TILES if skinny else BIG_TILES, group)
 
 
 def accuracy_table(device) -> list[dict]:
