@@ -361,7 +361,7 @@ class Driver:
         self.workers[flight.worker].inflight -= 1
         missing = [p for i, p in enumerate(flight.batch.points) if i not in flight.done]
         if missing:  # the worker stopped early (it refused a batch once poisoned): run them again
-            self._requeue(missing, flight.batch, front=True)
+            self._requeue(missing)
 
     def _task_failed(self, ref, exc) -> None:
         flight = self.inflight.pop(ref)
@@ -397,7 +397,7 @@ class Driver:
                 p for i, p in enumerate(flight.batch.points) if i not in flight.done and i not in suspects
             ]
             if innocent:
-                self._requeue(innocent, flight.batch, front=True)
+                self._requeue(innocent)
             for i in sorted(suspects):
                 point = flight.batch.points[i]
                 suspect_label = point.label()
@@ -457,22 +457,14 @@ class Driver:
         if self.attempts[key] >= 2:
             self._store(point, failure, wi)
         else:
-            self._requeue([point], None, front=True, single=True)
+            self._requeue([point], single=True)
 
-    def _requeue(self, points: list[Point], like: Batch | None, *, front: bool, single: bool = False) -> None:
-        groups = [[p] for p in points] if single else [points]
-        for group in groups:
+    def _requeue(self, points: list[Point], *, single: bool = False) -> None:
+        """Put points back at the front of the queue: as one batch, or one batch per point (to find
+        out which of them kills its worker)."""
+        for group in [[p] for p in points] if single else [points]:
             p = group[0]
-            batch = Batch(
-                p.dtype,
-                p.m,
-                p.n,
-                p.k,
-                group,
-                seed=like.seed if like else self.spec.seed,
-                attempt=1 if single else (like.attempt if like else 0),
-            )
-            (self.queue.appendleft if front else self.queue.append)(batch)
+            self.queue.appendleft(Batch(p.dtype, p.m, p.n, p.k, group, seed=self.spec.seed))
 
     def _without_quarantined(self, batch: Batch) -> Batch:
         keep = []

@@ -11,7 +11,7 @@ import hashlib
 import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from db.records import MeasurementRecord, point_key
@@ -83,8 +83,6 @@ class Batch:
     k: int
     points: list[Point]
     seed: int
-    attempt: int = 0  # 1 once re-queued after its worker died; then points run one per batch
-    id: int = field(default=0)
 
 
 def check_variants(spec: GridSpec) -> None:
@@ -148,8 +146,6 @@ def make_batches(points: Sequence[Point], seed: int, max_points: int = MAX_BATCH
         for start in range(0, len(group), max_points):
             batches.append(Batch(dtype, m, n, k, group[start : start + max_points], seed=seed))
     random.Random(seed).shuffle(batches)
-    for i, batch in enumerate(batches):
-        batch.id = i
     return batches
 
 
