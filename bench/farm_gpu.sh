@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,no
 case "${1:-splitk}" in
   splitk)
     step 170 "${farm[@]}" sweep --preset splitk --db "$O/run1.db" --no-progress
-    [ -f "$O/serial_splitk.json" ] || step 170 python bench/serial_loop.py --preset splitk --out "$O/serial_splitk.json" --limit-s 150
+    step 170 python bench/serial_loop.py --preset splitk --out "$O/serial_splitk.json" --limit-s 150
     step 130 "${farm[@]}" sweep --preset splitk --db "$O/run2.db" --no-progress
     step 80 "${farm[@]}" sweep --spec bench/oob.yaml --plugin bench/plugins/oob_store.py --db "$O/oob.db" --no-progress
     python bench/compare_runs.py "$O/run1.db" "$O/run2.db" --serial "$O/serial_splitk.json"
