@@ -44,15 +44,20 @@ def _uuids(db: Path) -> set[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--preset", default="splitk")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--preset", default="splitk")
+    source.add_argument("--spec", help="a spec file instead of a preset")
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--csv", default="docs/bench/scaling.csv")
     args = parser.parse_args()
-    spec = load_spec(preset=args.preset)
+    spec = load_spec(path=args.spec) if args.spec else load_spec(preset=args.preset)
     folder = Path(tempfile.mkdtemp(prefix="scaling-"))
     rows, base_rate, base_times = [], None, None
     for gpus in args.gpus:
         db = folder / f"gpus{gpus}.db"
+        # A fresh Triton cache per run: otherwise a later run loads what an earlier one compiled
+        # (seen: 2 GPUs at "1.5x efficiency" after a 1-GPU run had filled the cache).
+        os.environ["TRITON_CACHE_DIR"] = str(folder / f"triton-cache-{gpus}")
         result = run_sweep(spec, SweepOptions(db=str(db), workers=gpus, progress=False), f"scaling {gpus}")
         if result.measured == 0 or result.status != "finished":
             print(f"{gpus} GPUs: {result.status}, {result.measured} points; stopping")
