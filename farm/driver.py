@@ -93,8 +93,7 @@ class _InFlight:
 @dataclass
 class SweepResult:
     sweep_id: int | None
-    total: int
-    skipped: int
+    skipped: int  # points the database already held
     counts: collections.Counter
     failures: list[MeasurementRecord]
     faults: list[Fault]
@@ -203,7 +202,6 @@ class Driver:
                 ray.shutdown()
         return SweepResult(
             self.sweep_id,
-            len(points),
             len(points) - len(todo),
             self.counts,
             self.failures,
