@@ -293,29 +293,30 @@ def kernel_ms_per_launch(events, n_launches: int, label: str = LAUNCH_LABEL) -> 
     it (same correlation id); the flush and the head-start sleep were issued outside every range
     and drop out. None for a launch with no activity (the profiler lost it).
     """
-    spans, issued, device = [], {}, []
+    host_spans, gpu_spans, issued, device = [], [], {}, []
     for e in events:
         name, cpu = e.name, _is_cpu(e)
-        if cpu and name.startswith(label):
+        if name.startswith(label):
+            spans = host_spans if cpu else gpu_spans  # the GPU-side span covers the range's GPU work
             spans.append((e.time_range.start, e.time_range.end, int(name[len(label) :])))
         elif cpu and name.startswith("cu"):  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync...
             issued[e.id] = e.time_range.start
-        elif not cpu and not name.startswith(label) and not getattr(e, "is_user_annotation", False):
+        elif not cpu and not getattr(e, "is_user_annotation", False):
             device.append(e)
-    spans.sort()
-    starts = [s for s, _, _ in spans]
     total: list[float | None] = [None] * n_launches
     for e in device:
         t = issued.get(e.id)
-        if t is None:
-            continue
-        j = bisect.bisect_right(starts, t) - 1
-        if j < 0 or t > spans[j][1]:
-            continue
-        i = spans[j][2]
-        if 0 <= i < n_launches:
+        # by the host call that issued it; else (no runtime event recorded) by the GPU-side span
+        i = _span_of(host_spans, t) if t is not None else _span_of(gpu_spans, e.time_range.start)
+        if i is not None and 0 <= i < n_launches:
             total[i] = (total[i] or 0.0) + (e.time_range.end - e.time_range.start) / 1e3
     return total
+
+
+def _span_of(spans: list[tuple[float, float, int]], t: float) -> int | None:
+    spans.sort()
+    j = bisect.bisect_right(spans, (t, math.inf, 0)) - 1
+    return spans[j][2] if j >= 0 and t <= spans[j][1] else None
 
 
 def _is_cpu(event) -> bool:
@@ -422,12 +423,15 @@ class _Point:
     state: GpuState | None = None
     launch_s: float | None = None  # wall seconds per launch (flush included), for sizing blocks
 
-    def add(self, block: Block, first: int = 0, count: int | None = None, share: float = 1.0) -> None:
+    def add(
+        self, block: Block, first: int = 0, count: int | None = None, share: float = 1.0, host: bool = True
+    ) -> None:
         """Take samples first..first+count of `block` and `share` of its energy and time."""
         end = len(block.kernel_ms) if count is None else first + count
         self.kernel += block.kernel_ms[first:end]
         self.stream += block.stream_ms[first:end]
-        self.host += block.host_ms[first:end]
+        if host:
+            self.host += block.host_ms[first:end]
         r = block.readings
         if r.joules is not None:
             self.joules += share * r.joules
@@ -599,13 +603,14 @@ def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewes
         p.spent_s += r.seconds
         settle_s += r.seconds
         history.append(SubBlock(r, statistics.median(block.stream_ms)))
+        p.host += block.host_ms  # host time without the profiler's own per-call cost
         if settled(history, policy) or settle_s >= policy.max_settle_s:
             break
     n = min(max(launches_in(policy.measure_block_s, p.launch_s, most), fewest), most)
     n = min(n, max_block_launches(host_s, PROFILED_HOST_FACTOR))
     block = clock.run([launch] * n, [host_s] * n, profile=True)
     p.spent_s += block.readings.seconds
-    p.add(block)
+    p.add(block, host=not history)
 
 
 def warm_up(device: torch.device, seconds: float) -> None:

@@ -264,7 +264,8 @@ def test_policy_from_spec_and_unknown_regime():
     assert TimingPolicy.from_spec(SpecTiming()).regime == "steady"
     with pytest.raises(ValueError, match="not one of steady, interleaved, rest"):
         TimingPolicy(regime="burst")
-    spec = "name: t\ndtypes: [bfloat16]\nvariants: [tiled]\nshapes: [{m: 8, n: 8, k: 8}]\ntiming: {regime: burst}\n"
+    spec = "name: t\ndtypes: [bfloat16]\nvariants: [tiled]\nshapes: [{m: 8, n: 8, k: 8}]\n"
+    spec += "timing: {regime: burst}\n"
     with pytest.raises(
         SpecError, match=r"<spec>:5: timing.regime: Input should be 'steady', 'interleaved' or 'rest'"
     ):
@@ -330,9 +331,24 @@ def test_kernel_time_sums_each_launchs_kernels_and_drops_flush_and_sleep():
         _gpu("FillFunctor<float>", 6, 1255.0, 2.0),
         _gpu("splitk_kernel", 7, 1258.0, 10.0),
         _gpu("cast", 8, 1270.0, 1.25),
-        _gpu("farm_launch_1", 901, 1255.0, 1272.0),  # the GPU-side span of an annotation
+        _gpu("farm_launch_1", 901, 1255.0, 17.0),  # the GPU-side span of an annotation
     ]
     assert kernel_ms_per_launch(events, 3) == pytest.approx([0.014, 0.01325, None])
+
+
+def test_kernel_time_falls_back_on_the_gpu_side_span_without_runtime_events():
+    events = [
+        Ev("farm_launch_0", 900, 5.0, 60.0, is_user_annotation=True),
+        Ev("farm_launch_1", 901, 63.0, 150.0, is_user_annotation=True),
+        _gpu("FillFunctor<int>", 2, 1100.0, 70.0),  # flush: before any span
+        _gpu("farm_launch_0", 900, 1170.0, 15.0),
+        _gpu("matmul_kernel", 3, 1170.0, 12.5),
+        _gpu("cast", 4, 1183.0, 2.0),
+        _gpu("FillFunctor<int>", 5, 1186.0, 70.0),
+        _gpu("farm_launch_1", 901, 1256.0, 14.0),
+        _gpu("splitk_kernel", 7, 1256.0, 10.0),
+    ]
+    assert kernel_ms_per_launch(events, 2) == pytest.approx([0.0145, 0.010])
 
 
 # -- statistics and derived metrics --------------------------------------------------------------
