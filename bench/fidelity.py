@@ -261,6 +261,9 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(asdict(r) for r in rows)
     print(f"\n{len(rows)} rows in {time.perf_counter() - start:.0f} s -> {out}")
+    lost = [r.config for r in rows if r.stream_ms is not None and r.farm_ms == r.stream_ms]
+    if lost:  # farm.measure keeps the stream time of a launch whose kernels the profiler did not attribute
+        print(f"WARNING: kernel time = stream time (no CUPTI attribution?) for {len(lost)} rows: {lost[:3]}")
 
     def f(x, spec):
         return "-" if x is None else format(x, spec)
