@@ -19,7 +19,8 @@
      blocks stayed at 0.98-1.05 against 1.05-1.09: what counts is time on the limiter's scale
      (hundreds of ms), not a launch count. The GPU drew 684-692 W against its 700 W limit.
    - "interleaved": rounds that launch every unfinished config once in random order (the farm's
-     protocol before; the power state is shared, ratios shrink where the limiter acts).
+     protocol before; the power state is shared, ratios shrink where the limiter acts). One
+     profiler session spans the rounds, so profiling adds no idle gaps between them.
    - "rest": single launches, each after the GPU rested `rest_s` (boost clock, cold limiter).
    A point stops once the 95% confidence interval of its median kernel time is within
    +-target_ci (after min_reps), at max_reps, or once it has used its time cap.
@@ -37,6 +38,7 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import random
 import statistics
@@ -332,6 +334,8 @@ class CudaClock:
         nbytes = max(MIN_FLUSH_BYTES, 2 * l2_bytes)
         self.flush_buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
         self.flush_ms = self._time_flush()
+        self._pending: list[tuple[Block, int]] | None = None  # profiled blocks of the open session
+        self._labels = 0
 
     def _time_flush(self, n: int = 5) -> float:
         """GPU time of one flush (about 0.07 ms for 256 MiB on an H200), for sizing blocks in time."""
@@ -344,20 +348,41 @@ class CudaClock:
         torch.cuda.synchronize(self.device)
         return start.elapsed_time(end) / n
 
+    @contextlib.contextmanager
+    def profiled(self):
+        """One torch.profiler session over every profiled block run inside it; their kernel times
+        are stream times until it closes, then CUPTI's. Starting and stopping the profiler costs
+        host time while the GPU idles: a session keeps that out of the rounds of a regime."""
+        if self._pending is not None:  # already in a session
+            yield
+            return
+        from torch.profiler import ProfilerActivity, profile
+
+        self._pending, self._labels = [], 0
+        try:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                yield
+            kernel = kernel_ms_per_launch(prof.events(), self._labels)
+            for block, base in self._pending:
+                for j in range(len(block.kernel_ms)):
+                    # a launch the profiler lost keeps its stream time (never silently zero)
+                    if kernel[base + j] is not None:
+                        block.kernel_ms[j] = kernel[base + j]
+        finally:
+            self._pending = None
+
     def run(self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool) -> Block:
         if not profile:
-            return self._run(launches, host_s, 1.0, annotate=False)
-        from torch.profiler import ProfilerActivity
-        from torch.profiler import profile as profiler
-
-        with profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            block = self._run(launches, host_s, PROFILED_HOST_FACTOR, annotate=True)
-        kernel = kernel_ms_per_launch(prof.events(), len(launches))
-        # a launch the profiler lost keeps its stream time (never silently zero)
-        block.kernel_ms = [k if k is not None else s for k, s in zip(kernel, block.stream_ms)]
+            return self._run(launches, host_s, 1.0, label_base=None)
+        if self._pending is None:
+            with self.profiled():
+                return self.run(launches, host_s, profile=True)
+        block = self._run(launches, host_s, PROFILED_HOST_FACTOR, label_base=self._labels)
+        self._pending.append((block, self._labels))
+        self._labels += len(launches)
         return block
 
-    def _run(self, launches, host_s, factor: float, *, annotate: bool) -> Block:
+    def _run(self, launches, host_s, factor: float, *, label_base: int | None) -> Block:
         from torch.profiler import record_function
 
         meter = self.meter
@@ -369,8 +394,8 @@ class CudaClock:
             self.flush_buffer.zero_()
             start.record()
             h0 = time.perf_counter()
-            if annotate:
-                with record_function(f"{LAUNCH_LABEL}{i}"):
+            if label_base is not None:
+                with record_function(f"{LAUNCH_LABEL}{label_base + i}"):
                     launch()
             else:
                 launch()
@@ -409,6 +434,9 @@ class HostClock:
     power_limited = False
     flush_ms = 0.0
 
+    def profiled(self):
+        return contextlib.nullcontext()
+
     def run(self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool) -> Block:
         times = []
         t0 = time.perf_counter()
@@ -424,7 +452,8 @@ class HostClock:
 
 @dataclass
 class _Point:
-    kernel: list[float] = field(default_factory=list)
+    # (block, first, end): kernel times are read at the end, a session may fill them in later
+    parts: list[tuple[Block, int, int]] = field(default_factory=list)
     stream: list[float] = field(default_factory=list)
     host: list[float] = field(default_factory=list)
     spent_s: float = 0.0  # GPU and host seconds this point used (settling included)
@@ -441,7 +470,7 @@ class _Point:
     ) -> None:
         """Take samples first..first+count of `block` and `share` of its energy and time."""
         end = len(block.kernel_ms) if count is None else first + count
-        self.kernel += block.kernel_ms[first:end]
+        self.parts.append((block, first, end))
         self.stream += block.stream_ms[first:end]
         if host:
             self.host += block.host_ms[first:end]
@@ -455,16 +484,18 @@ class _Point:
         self.power_limit_w = r.power_limit_w or self.power_limit_w
         self.state = r.state if self.state is None else self.state.merge(r.state)
 
+    @property
+    def kernel(self) -> list[float]:
+        return [ms for block, first, end in self.parts for ms in block.kernel_ms[first:end]]
+
     def done(self, policy: TimingPolicy) -> bool:
-        n = len(self.kernel)
-        if n >= policy.max_reps:
+        """The stop rule, on the kernel times known so far (inside a profiler session: stream times)."""
+        kernel = self.kernel
+        if len(kernel) >= policy.max_reps:
             return True
-        if n < policy.min_reps:
+        if len(kernel) < policy.min_reps:
             return False
-        return (
-            self.spent_s >= policy.max_seconds_per_point
-            or median_ci_halfwidth(self.kernel) <= policy.target_ci
-        )
+        return self.spent_s >= policy.max_seconds_per_point or median_ci_halfwidth(kernel) <= policy.target_ci
 
     def timing(self, regime: str) -> Timing:
         t = summarize(self.kernel)
@@ -512,19 +543,27 @@ def time_points(
 def time_interleaved(
     launches: Sequence[Launch], host_s: Sequence[float], clock, policy: TimingPolicy, rng: random.Random
 ) -> list[Timing]:
-    """Rounds that launch every unfinished launcher once, in a fresh random order; one profiled
-    block per round. Energy and time of a round are shared by its launches in proportion to kernel time."""
+    """Rounds that launch every unfinished launcher once, in a fresh random order, all in one
+    profiler session (no profiler start and stop between rounds: the GPU would idle for them).
+    A round's energy and time are shared by its launches in proportion to their stream time."""
     points = [_Point() for _ in launches]
     active = list(range(len(launches)))
-    while active:
-        order = rng.sample(active, len(active))
-        block = clock.run([launches[i] for i in order], [host_s[i] for i in order], profile=True)
-        total_ms = sum(block.kernel_ms) or 1.0
-        for j, i in enumerate(order):
-            points[i].add(block, j, 1, share=block.kernel_ms[j] / total_ms)
-            points[i].spent_s += block.stream_ms[j] / 1e3 + host_s[i]
-        active = [i for i in active if not points[i].done(policy)]
+    with _session(clock):
+        while active:
+            order = rng.sample(active, len(active))
+            block = clock.run([launches[i] for i in order], [host_s[i] for i in order], profile=True)
+            total_ms = sum(block.stream_ms) or 1.0
+            for j, i in enumerate(order):
+                points[i].add(block, j, 1, share=block.stream_ms[j] / total_ms)
+                points[i].spent_s += block.stream_ms[j] / 1e3 + host_s[i]
+            active = [i for i in active if not points[i].done(policy)]
     return [p.timing("interleaved") for p in points]
+
+
+def _session(clock):
+    """The clock's profiler session (fakes in tests have none)."""
+    profiled = getattr(clock, "profiled", None)
+    return profiled() if profiled is not None else contextlib.nullcontext()
 
 
 def time_rested(
@@ -534,13 +573,14 @@ def time_rested(
     towards the time cap: with the defaults a point gets min_reps launches."""
     points = [_Point() for _ in launches]
     active = list(range(len(launches)))
-    while active:
-        for i in rng.sample(active, len(active)):
-            time.sleep(policy.rest_s)
-            block = clock.run([launches[i]], [host_s[i]], profile=True)
-            points[i].add(block)
-            points[i].spent_s += policy.rest_s + block.readings.seconds
-        active = [i for i in active if not points[i].done(policy)]
+    with _session(clock):
+        while active:
+            for i in rng.sample(active, len(active)):
+                time.sleep(policy.rest_s)
+                block = clock.run([launches[i]], [host_s[i]], profile=True)
+                points[i].add(block)
+                points[i].spent_s += policy.rest_s + block.readings.seconds
+            active = [i for i in active if not points[i].done(policy)]
     return [p.timing("rest") for p in points]
 
 
