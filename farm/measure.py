@@ -336,6 +336,10 @@ class CudaClock:
         self.flush_ms = self._time_flush()
         self._pending: list[tuple[Block, int]] | None = None  # profiled blocks of the open session
         self._labels = 0
+        # The first profiler session of a process starts CUPTI (up to a second): do it now, not
+        # between a config's settling and its measured block, where the GPU would idle through it.
+        with self.profiled():
+            self.flush_buffer.zero_()
 
     def _time_flush(self, n: int = 5) -> float:
         """GPU time of one flush (about 0.07 ms for 256 MiB on an H200), for sizing blocks in time."""
