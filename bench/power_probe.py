@@ -108,11 +108,11 @@ class Row:
 def back_to_back(clock: measure.CudaClock, launch, host_s: float, seconds: float, launch_s: float):
     """Launches filling `seconds`, in as few clock blocks as the head start allows; per-launch times."""
     want = max(1, round(seconds / launch_s))
-    cap = measure.max_block_launches(host_s)
+    cap = measure.max_block_launches(host_s, 1.0, launch_s)
     times = []
     while want > 0:
         n = min(want, cap)
-        times += clock.run([launch] * n, [host_s] * n, profile=False).stream_ms
+        times += clock.run([launch] * n, [host_s] * n, profile=False, gpu_s=launch_s).stream_ms
         want -= n
     return times
 
@@ -131,8 +131,13 @@ def probe_size(n: int, gpu: Gpu, clock: measure.CudaClock, rows: list[Row]) -> N
         launch()
         host_s[g] = time.perf_counter() - t0
     torch.cuda.synchronize()
+    # GPU seconds per launch, the flush included
     launch_s = {
-        g: statistics.median(clock.run([launches[g]] * 3, [host_s[g]] * 3, profile=False).stream_ms) / 1e3
+        g: (
+            statistics.median(clock.run([launches[g]] * 3, [host_s[g]] * 3, profile=False).stream_ms)
+            + clock.flush_ms
+        )
+        / 1e3
         for g in GROUPS
     }
 

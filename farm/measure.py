@@ -276,15 +276,28 @@ class Block:
     readings: Readings
 
 
-def head_start_us(host_s: Sequence[float], factor: float = 1.0) -> float:
-    """GPU sleep that lets the host queue every launch before the GPU reaches the first."""
-    queue_us = sum(1e6 * h + ENQUEUE_OVERHEAD_US for h in host_s)
-    return min(MAX_SLEEP_US, 1.5 * factor * queue_us + 100)
+def head_start_us(host_s: Sequence[float], factor: float = 1.0, gpu_s: float = 0.0) -> float:
+    """GPU sleep that lets the host queue each launch before the GPU reaches it.
+
+    Launch j is queued after the host's first j+1 calls and reached by the GPU after the sleep
+    and j launches of gpu_s each (0: unknown, the whole queueing time). A block of a 1 ms kernel
+    with 60 us of host time per launch then sleeps 0.2 ms, not 9 ms: the sleep is idle GPU,
+    which would let the power limiter relax inside a block meant to hold it steady.
+    """
+    queued_us, ahead_us = 0.0, 0.0
+    for j, h in enumerate(host_s):
+        queued_us += factor * (1e6 * h + ENQUEUE_OVERHEAD_US)
+        ahead_us = max(ahead_us, queued_us - j * 1e6 * gpu_s)
+    return min(MAX_SLEEP_US, 1.5 * ahead_us + 100)
 
 
-def max_block_launches(host_s: float, factor: float = 1.0) -> int:
-    """Launches of one launcher that the longest head start covers."""
-    return max(1, int((MAX_SLEEP_US - 100) / (1.5 * factor * (1e6 * host_s + ENQUEUE_OVERHEAD_US))))
+def max_block_launches(host_s: float, factor: float = 1.0, gpu_s: float = 0.0) -> int:
+    """Launches of one launcher that the longest head start covers (10,000 if the GPU is the slower)."""
+    host_us = factor * (1e6 * host_s + ENQUEUE_OVERHEAD_US)
+    gain_us = host_us - 1e6 * gpu_s  # how much further the host falls behind per launch
+    if gain_us <= 0:
+        return 10_000
+    return max(1, min(10_000, int(((MAX_SLEEP_US - 100) / 1.5 - host_us) / gain_us) + 1))
 
 
 def kernel_ms_per_launch(events, n_launches: int, label: str = LAUNCH_LABEL) -> list[float | None]:
@@ -375,23 +388,26 @@ class CudaClock:
         finally:
             self._pending = None
 
-    def run(self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool) -> Block:
+    def run(
+        self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool, gpu_s: float = 0.0
+    ) -> Block:
+        """Time `launches` back to back; gpu_s: GPU seconds per launch if known (a shorter head start)."""
         if not profile:
-            return self._run(launches, host_s, 1.0, label_base=None)
+            return self._run(launches, host_s, 1.0, gpu_s, label_base=None)
         if self._pending is None:
             with self.profiled():
-                return self.run(launches, host_s, profile=True)
-        block = self._run(launches, host_s, PROFILED_HOST_FACTOR, label_base=self._labels)
+                return self.run(launches, host_s, profile=True, gpu_s=gpu_s)
+        block = self._run(launches, host_s, PROFILED_HOST_FACTOR, gpu_s, label_base=self._labels)
         self._pending.append((block, self._labels))
         self._labels += len(launches)
         return block
 
-    def _run(self, launches, host_s, factor: float, *, label_base: int | None) -> Block:
+    def _run(self, launches, host_s, factor: float, gpu_s: float, *, label_base: int | None) -> Block:
         from torch.profiler import record_function
 
         meter = self.meter
         energy0, t0 = meter.energy_mj(), time.perf_counter()
-        torch.cuda._sleep(int(head_start_us(host_s, factor) * SLEEP_CYCLES_PER_US))
+        torch.cuda._sleep(int(head_start_us(host_s, factor, gpu_s) * SLEEP_CYCLES_PER_US))
         events, host_ms = [], []
         for i, launch in enumerate(launches):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -441,7 +457,9 @@ class HostClock:
     def profiled(self):
         return contextlib.nullcontext()
 
-    def run(self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool) -> Block:
+    def run(
+        self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool, gpu_s: float = 0.0
+    ) -> Block:
         times = []
         t0 = time.perf_counter()
         for launch in launches:
@@ -647,14 +665,14 @@ def time_steady(
 
 
 def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewest: int, most: int) -> None:
-    cap = max_block_launches(host_s)
     history: list[SubBlock] = []
     settle_s = 0.0
     while getattr(clock, "power_limited", True):
         limited = any(h.readings.at_power_limit(policy.power_headroom) for h in history)
         length = policy.sub_block_s if limited else policy.first_sub_block_s
-        n = launches_in(length, p.launch_s, cap)
-        block = clock.run([launch] * n, [host_s] * n, profile=False)
+        gpu_s = p.launch_s or 0.0
+        n = launches_in(length, p.launch_s, max_block_launches(host_s, 1.0, gpu_s))
+        block = clock.run([launch] * n, [host_s] * n, profile=False, gpu_s=gpu_s)
         r = block.readings
         # GPU seconds per launch: the wall time of a short block is mostly sleep, sync and polling
         p.launch_s = (statistics.median(block.stream_ms) + getattr(clock, "flush_ms", 0.0)) / 1e3
@@ -664,9 +682,10 @@ def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewes
         p.host += block.host_ms  # host time without the profiler's own per-call cost
         if settled(history, policy) or settle_s >= policy.max_settle_s:
             break
+    gpu_s = p.launch_s or 0.0
     n = min(max(launches_in(policy.measure_block_s, p.launch_s, most), fewest), most)
-    n = min(n, max_block_launches(host_s, PROFILED_HOST_FACTOR))
-    block = clock.run([launch] * n, [host_s] * n, profile=True)
+    n = min(n, max_block_launches(host_s, PROFILED_HOST_FACTOR, gpu_s))
+    block = clock.run([launch] * n, [host_s] * n, profile=True, gpu_s=gpu_s)
     p.spent_s += block.readings.seconds
     p.add(block, host=not history)
 

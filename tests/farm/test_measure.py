@@ -39,7 +39,7 @@ class FakeClock:
         self.blocks = []
         self.watts = watts
 
-    def run(self, launches, host_s, *, profile):
+    def run(self, launches, host_s, *, profile, gpu_s=0.0):
         self.blocks.append(([self.launches.index(f) for f in launches], profile))
         times = [f() for f in launches]
         seconds = sum(times) / 1e3
@@ -127,7 +127,7 @@ class PowerLimitedGpu:
         self.mhz = MAX_MHZ
         self.blocks = []
 
-    def run(self, launches, host_s, *, profile):
+    def run(self, launches, host_s, *, profile, gpu_s=0.0):
         times, joules, seconds, mhz_s, mask = [], 0.0, 0.0, 0.0, 0
         for launch in launches:
             kernel = self.kernels[launch()]
@@ -207,7 +207,7 @@ def _drifting(run):
     """Each block's mean clock 5% below the last: never settled."""
     step = iter(range(1000))
 
-    def wrapped(launches, host_s, *, profile):
+    def wrapped(launches, host_s, *, profile, gpu_s=0.0):
         block = run(launches, host_s, profile=profile)
         block.readings.sm_clock_mhz = 1980 * 0.95 ** next(step)
         return block
@@ -283,11 +283,24 @@ def test_estimate_bounds_a_point(regime):
 # -- blocks: head start and kernel time ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("host_us", [3.0, 76.0, 950.0], ids=["tiny", "splitk-launcher", "slow-host"])
-def test_the_longest_block_fits_its_head_start(host_us):
-    n = max_block_launches(host_us / 1e6)
-    assert head_start_us([host_us / 1e6] * n) < MAX_SLEEP_US
-    assert head_start_us([host_us / 1e6] * (n + 1)) >= MAX_SLEEP_US * 0.99
+@pytest.mark.parametrize(
+    ("host_us", "gpu_us"),
+    [(3.0, 0.0), (76.0, 0.0), (950.0, 0.0), (76.0, 30.0), (60.0, 59.0)],
+    ids=["tiny", "splitk-launcher", "slow-host", "splitk-gpu-known", "nearly-even"],
+)
+def test_the_longest_block_fits_its_head_start(host_us, gpu_us):
+    host, gpu = host_us / 1e6, gpu_us / 1e6
+    n = max_block_launches(host, 1.0, gpu)
+    assert head_start_us([host] * n, 1.0, gpu) < MAX_SLEEP_US
+    if n < 10_000:
+        assert head_start_us([host] * (n + 1), 1.0, gpu) >= MAX_SLEEP_US * 0.99
+
+
+def test_a_gpu_slower_than_the_host_needs_only_the_first_launch_ahead():
+    # 1 ms kernels, 60 us of host time each: 100 launches sleep 1.5 x 80 us + 100 us, not 12 ms
+    assert head_start_us([60e-6] * 100, 1.0, 1e-3) == pytest.approx(1.5 * 80 + 100)
+    assert head_start_us([60e-6] * 100) == pytest.approx(1.5 * 100 * 80 + 100)
+    assert max_block_launches(60e-6, 1.0, 1e-3) == 10_000
 
 
 @dataclass
