@@ -3,6 +3,7 @@ attribution from profiler events, derived metrics. No GPU: clocks are fakes, NVM
 
 import math
 import random
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -420,3 +421,79 @@ def test_a_host_clock_measures_without_settling():
     policy = TimingPolicy(min_reps=4, max_reps=4)
     (timing,) = time_steady([lambda: calls.append(1)], [0.0], HostClock(), policy, random.Random(0))
     assert len(calls) == 4 and timing.reps == 4 and timing.ms == timing.stream_ms == timing.host_ms
+
+
+# -- CudaClock's plumbing on the CPU: CUDA events, sleep and sync faked, the real torch.profiler -----
+
+
+class FakeEvent:
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+class FakeMeter:
+    """An energy counter that gains 0.7 J per read, a clock at 1500 MHz held by the power cap."""
+
+    def __init__(self):
+        self.mj = 10_000
+
+    def state(self):
+        return GpuState(1500, 61, 0x4)
+
+    def energy_mj(self):
+        self.mj += 700
+        return self.mj
+
+    def power_limit_w(self):
+        return 700.0
+
+
+NO_CUDA_PROFILING = pytest.mark.filterwarnings("ignore:CUDA is not available, disabling CUDA profiling")
+
+
+@pytest.fixture
+def cpu_cuda_clock(monkeypatch):
+    import torch
+
+    from farm.measure import CudaClock
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    return CudaClock(torch.device("cpu"), l2_bytes=2**20, meter=FakeMeter())
+
+
+@NO_CUDA_PROFILING
+def test_cuda_clock_blocks_read_the_meter(cpu_cuda_clock):
+    import torch
+
+    calls = []
+    block = cpu_cuda_clock.run([lambda: calls.append(torch.ones(3))] * 4, [1e-5] * 4, profile=False)
+    assert len(calls) == 4 and len(block.stream_ms) == len(block.kernel_ms) == len(block.host_ms) == 4
+    r = block.readings
+    assert r.joules == pytest.approx(0.7) and r.sm_clock_mhz == 1500 and r.power_limit_w == 700.0
+    assert r.at_power_limit(0.95) and r.state.reasons == "sw_power_cap"
+
+
+@NO_CUDA_PROFILING
+def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(cpu_cuda_clock):
+    """No GPU here: the profiler records no kernels, so every launch keeps its stream time."""
+    launches = [lambda: time.sleep(0.001), lambda: time.sleep(0.002)]
+    with cpu_cuda_clock.profiled():
+        first = cpu_cuda_clock.run(launches, [1e-3] * 2, profile=True)
+        second = cpu_cuda_clock.run(launches[:1], [1e-3], profile=True)
+    assert first.kernel_ms == first.stream_ms and second.kernel_ms == second.stream_ms
+    assert first.stream_ms[1] > first.stream_ms[0] >= 1.0
+    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved")
+    timings = time_points(launches, [1e-3] * 2, cpu_cuda_clock, policy, random.Random(0))
+    assert [t.reps for t in timings] == [4, 4] and timings[1].ms > timings[0].ms
+    assert timings[0].state.sm_clock_mhz == 1500 and timings[0].avg_watts > 0
