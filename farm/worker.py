@@ -62,6 +62,7 @@ class _Slot:
 
 
 def failure_status(exc: BaseException) -> str:
+    """farm.compile.failure_status; imported late, as farm.compile imports Triton (see above)."""
     from farm.compile import failure_status as status_of
 
     return status_of(exc)
