@@ -1,8 +1,8 @@
 """Typed models of the three tables: environments, sweeps, measurements.
 
 Column names are the field names of `db.records` (the farm's records), so a record becomes a row
-without a mapping table. Revision 0001 in `db/migrations` creates the same schema with explicit
-DDL; `tests/db` checks that the two agree.
+without a mapping table. Revisions 0001 and 0002 in `db/migrations` create the same schema with
+explicit DDL; `tests/db` checks that the two agree.
 """
 
 from __future__ import annotations
@@ -192,6 +192,9 @@ class Measurement(Base):
     ms_p20: Mapped[float | None]
     ms_p80: Mapped[float | None]
     reps: Mapped[int | None]
+    stream_ms: Mapped[float | None]
+    host_ms: Mapped[float | None]
+    timing_regime: Mapped[blank_text]
     tflops: Mapped[float | None]
     rel_err: Mapped[float | None]
     nondeterminism: Mapped[float | None]
@@ -208,6 +211,9 @@ class Measurement(Base):
     temperature_c: Mapped[int | None]
     throttled: Mapped[bool | None]
     throttle_reasons: Mapped[blank_text]
+    joules_per_launch: Mapped[float | None]
+    avg_watts: Mapped[float | None]
+    power_limit_w: Mapped[float | None]
     worker: Mapped[blank_text]
     gpu_uuid: Mapped[blank_text]
     backend: Mapped[label]

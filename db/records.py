@@ -95,11 +95,16 @@ class MeasurementRecord:
     # outcome
     status: str
     error: str = ""
-    # timing, milliseconds per call
+    # timing, milliseconds per call. ms (median, p20, p80) is kernel time: the launcher's GPU kernels
+    # as CUPTI times them; stream_ms adds the idle gaps between them (CUDA events around the call);
+    # host_ms is the host's time per call. All three are one wall time on the interpreter.
     ms: float | None = None
     ms_p20: float | None = None
     ms_p80: float | None = None
     reps: int | None = None
+    stream_ms: float | None = None
+    host_ms: float | None = None
+    timing_regime: str = ""  # "steady" | "interleaved" | "rest" (farm.measure); "" if never timed
     tflops: float | None = None
     # accuracy
     rel_err: float | None = None
@@ -120,6 +125,10 @@ class MeasurementRecord:
     temperature_c: int | None = None
     throttled: bool | None = None
     throttle_reasons: str = ""
+    # energy: NVML's energy counter around the timed blocks
+    joules_per_launch: float | None = None
+    avg_watts: float | None = None
+    power_limit_w: float | None = None  # the limit the driver enforced
     # where and when
     worker: str = ""
     gpu_uuid: str = ""

@@ -2,7 +2,8 @@
 
 They are the query surface for sqlite3, pandas and the dashboard. A migration creates them from
 the constants here; the SQL of a released revision is frozen: changing a view means a new constant
-(`VIEWS_0002`, ...) and a new migration that drops and recreates it, never an edit of `VIEWS_0001`.
+(`VIEWS_0003`, ...) and a new migration that drops and recreates it, never an edit of `VIEWS_0002`.
+Revision 0001 keeps its own views as text, so downgrading to it restores them exactly.
 
 Portable SQL only: window functions, CTE-free subqueries (PostgreSQL materialises a CTE used
 twice, which stops the dashboard's gpu/dtype filter from reaching the table), `NULLIF` around
@@ -12,7 +13,8 @@ every divisor (PostgreSQL raises on division by zero where SQLite returns NULL).
 
 from __future__ import annotations
 
-# Measurement columns as of revision 0001, in MeasurementRecord's field order.
+# Measurement columns as of revision 0002, in MeasurementRecord's field order (0002 added the
+# stream and host times, the timing regime, and the energy columns).
 MEASUREMENT_COLUMNS: tuple[str, ...] = (
     "code_version",
     "variant",
@@ -35,6 +37,9 @@ MEASUREMENT_COLUMNS: tuple[str, ...] = (
     "ms_p20",
     "ms_p80",
     "reps",
+    "stream_ms",
+    "host_ms",
+    "timing_regime",
     "tflops",
     "rel_err",
     "nondeterminism",
@@ -51,6 +56,9 @@ MEASUREMENT_COLUMNS: tuple[str, ...] = (
     "temperature_c",
     "throttled",
     "throttle_reasons",
+    "joules_per_launch",
+    "avg_watts",
+    "power_limit_w",
     "worker",
     "gpu_uuid",
     "backend",
@@ -125,7 +133,8 @@ _KINDS = {
     "split_k num_warps num_stages reps tiles programs occupancy operand_bytes registers shared_mem "
     "sm_clock_mhz temperature_c best_split_k n_points n_ok n_failed n_measurements n_checked n_wrong "
     "n_nondeterministic",
-    "float": "peak_tflops peak_gbps ms ms_p20 ms_p80 tflops rel_err nondeterminism tiles_per_sm waves "
+    "float": "peak_tflops peak_gbps ms ms_p20 ms_p80 stream_ms host_ms joules_per_launch avg_watts "
+    "power_limit_w tflops rel_err nondeterminism tiles_per_sm waves "
     "compile_s unsplit_ms split_ms speedup operand_to_l2 ms_group1 triton_ms triton_tflops cublas_ms "
     "cublas_tflops ratio rel_err_max rel_err_mean nondeterminism_max",
     "bool": "throttled",
@@ -225,8 +234,9 @@ _GROUPING = (
     f"FROM (SELECT g.*, ({_GROUP1}) AS ms_group1 FROM ({_GROUPED}) g) x WHERE ms_group1 IS NOT NULL"
 )
 
-# Revision 0001's views, in creation order (each may read the ones before it).
-VIEWS_0001: dict[str, str] = {
+# Revision 0002's views, in creation order (each may read the ones before it). Only `results` and
+# `best_configs` differ from 0001's: they carry the new columns.
+VIEWS_0002: dict[str, str] = {
     "results": _RESULTS,
     "best_configs": _BEST_CONFIGS,
     "splitk_speedup": _SPLITK,

@@ -31,7 +31,7 @@ from db.records import (
     utcnow,
 )
 
-# Rows per INSERT: 500 rows x 44 columns = 22,000 bound parameters, under SQLite's limit of 32,766
+# Rows per INSERT: 500 rows x 50 columns = 25,000 bound parameters, under SQLite's limit of 32,766
 # (since 3.32) and PostgreSQL's 65,535.
 CHUNK_ROWS = 500
 # In the table's column order, which is the compiled statement's placeholder order.

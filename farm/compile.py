@@ -9,18 +9,26 @@ reads, and launches nothing. Measured on an H200: 12 configs took 5.3 s one afte
 
 Under TRITON_INTERPRET there is nothing to compile: the hook is not installed and compiling is
 a no-op.
+
+Compiling ahead runs the launcher's own Python code too, so an exception that surfaces here is
+not always the compiler's: `failure_status` tells the two apart (DESIGN "Status words").
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import triton
+from triton.compiler.errors import CompilationError
+from triton.runtime.errors import OutOfResources, PTXASError
 from triton.runtime.jit import JITFunction
 
+from db.records import Status
 from farm.metrics import KernelResources
 
 _compile_only = contextvars.ContextVar("farm_compile_only", default=False)
@@ -85,3 +93,34 @@ def compile_launcher(launch: Callable[[], object]) -> Compiled:
         return Compiled(time.perf_counter() - start, resources)
     finally:
         _compile_only.reset(token)
+
+
+# Where Triton's compiler lives: its front end and passes, the per-target backends (ptxas, the
+# linker), and the build of the launcher's C stub. An exception raised from code in these folders
+# is the compiler's, whatever its type (the MLIR pass manager raises a plain RuntimeError).
+_TRITON_DIR = os.path.dirname(triton.__file__)
+_COMPILER_CODE = tuple(
+    os.path.join(_TRITON_DIR, part) for part in ("compiler" + os.sep, "backends" + os.sep, "runtime/build.py")
+)
+
+
+def failure_status(exc: BaseException) -> Status:
+    """`compile_error` for a failure of Triton's compiler or of loading its binary (out of
+    registers or shared memory); `launch_error` for anything else a launcher raised, its own
+    code included, whether it surfaced while compiling ahead, checking or timing."""
+    if isinstance(exc, (CompilationError, OutOfResources, PTXASError)):
+        return Status.COMPILE_ERROR
+    raised_in = _innermost_file(exc)
+    if raised_in is not None and raised_in.startswith(_COMPILER_CODE):
+        return Status.COMPILE_ERROR
+    return Status.LAUNCH_ERROR
+
+
+def _innermost_file(exc: BaseException) -> str | None:
+    """The file of the frame that raised `exc` (its traceback's last entry)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return os.path.abspath(tb.tb_frame.f_code.co_filename)

@@ -86,7 +86,8 @@ class GpuState:
 
 
 class Gpu:
-    """The worker's device: CUDA with NVML, or the CPU under Triton's interpreter."""
+    """The worker's device: CUDA with NVML, or the CPU under Triton's interpreter. Also the meter
+    (farm.measure.Meter) its clock reads around blocks: state, energy, power limit."""
 
     def __init__(self, backend: str):
         self.backend = backend
@@ -137,6 +138,28 @@ class Gpu:
             pynvml.nvmlDeviceGetTemperature(self._nvml, pynvml.NVML_TEMPERATURE_GPU),
             reasons(self._nvml),
         )
+
+    def energy_mj(self) -> int | None:
+        """NVML's total-energy counter since the driver loaded, in mJ (Volta and later), or None."""
+        if self._nvml is None:
+            return None
+        import pynvml
+
+        try:
+            return pynvml.nvmlDeviceGetTotalEnergyConsumption(self._nvml)
+        except pynvml.NVMLError:
+            return None
+
+    def power_limit_w(self) -> float | None:
+        """The power limit the driver enforces now (700 W on the H200 measured), or None."""
+        if self._nvml is None:
+            return None
+        import pynvml
+
+        try:
+            return pynvml.nvmlDeviceGetEnforcedPowerLimit(self._nvml) / 1e3
+        except pynvml.NVMLError:
+            return None
 
     def max_sm_clock(self) -> int | None:
         if self._nvml is None:

@@ -85,6 +85,13 @@ class Timing(_Strict):
     target_ci: float = Field(default=0.005, gt=0, lt=1)
     max_seconds_per_point: float = Field(default=1.0, gt=0)
     nondeterminism_repeats: PositiveInt = 3
+    # steady: each config in its own steady state under the power limit (do_bench's view);
+    # interleaved: every config once per round (one shared power state); rest: single launches
+    # after `rest_s` of idle GPU. README "What a measurement is".
+    regime: Literal["steady", "interleaved", "rest"] = "steady"
+    # steady: the longest a config settles before its measured block (the power limiter's time scale)
+    max_settle_s: float = Field(default=1.5, gt=0)
+    rest_s: float = Field(default=1.0, ge=0)
 
 
 class GridSpec(_Strict):

@@ -61,6 +61,13 @@ class _Slot:
     record_fields: dict = field(default_factory=dict)
 
 
+def failure_status(exc: BaseException) -> str:
+    """farm.compile.failure_status; imported late, as farm.compile imports Triton (see above)."""
+    from farm.compile import failure_status as status_of
+
+    return status_of(exc)
+
+
 def _error_text(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text[:ERROR_CHARS]
@@ -167,15 +174,12 @@ class GpuWorker:
             if not ready:
                 return
             timed = [slots[i] for i in ready]
-            estimate = sum(
-                min(policy.max_seconds_per_point, policy.max_reps * s.check.host_s * 2) for s in timed
-            )
+            estimate = sum(measure.estimate_seconds(policy, s.check.host_s) for s in timed)
             yield Progress("timing", estimate_s=estimate, indices=tuple(ready))
-            before = self.gpu.state()
-            if device.type == "cuda" and self._clock_is_low(before):
+            if device.type == "cuda" and self._clock_is_low(self.gpu.state()):
                 measure.warm_up(device, 0.3)
             try:
-                timings = measure.time_interleaved(
+                timings = measure.time_points(
                     [s.launch for s in timed],
                     [s.check.host_s for s in timed],
                     self._clock(device),
@@ -188,11 +192,10 @@ class GpuWorker:
                     yield Progress("poisoned", indices=tuple(ready))
                     return
                 for slot in timed:
-                    yield self._record(slot, Status.LAUNCH_ERROR, error=_error_text(exc))
+                    yield self._record(slot, failure_status(exc), error=_error_text(exc))
                 return
-            state = before.merge(self.gpu.state())
             for slot, timing in zip(timed, timings):
-                yield self._record(slot, Status.OK, timing=timing, state=state)
+                yield self._record(slot, Status.OK, timing=timing)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -212,8 +215,8 @@ class GpuWorker:
     def _wait_compiled(self, slot) -> MeasurementRecord | None:
         try:
             compiled = slot.compiled.result()
-        except Exception as exc:  # nothing ran yet: whatever failed, failed while compiling
-            return self._record(slot, Status.COMPILE_ERROR, error=_error_text(exc) + "\n" + _last_frames(exc))
+        except Exception as exc:  # the compiler, or the launcher's own code run to compile ahead
+            return self._record(slot, failure_status(exc), error=_error_text(exc) + "\n" + _last_frames(exc))
         if compiled is not None:
             slot.compile_s, slot.resources = compiled.seconds, compiled.resources
         return None
@@ -224,8 +227,6 @@ class GpuWorker:
 
     def _check(self, slot, reference, dtype, repeats) -> MeasurementRecord | None:
         """None if the point is fit to time; otherwise its final record."""
-        from triton.runtime.errors import OutOfResources
-
         from farm import measure
         from kernels import get_variant
 
@@ -243,13 +244,11 @@ class GpuWorker:
                 split_k=point.config.split_k,
                 repeats=repeats if get_variant(point.variant).atomic else 1,
             )
-        except OutOfResources as exc:
-            return self._record(slot, Status.COMPILE_ERROR, error=_error_text(exc))
         except Exception as exc:
             if not self._context_ok():
                 self.poisoned = True
                 return self._record(slot, Status.CRASHED, error="CUDA context lost: " + _error_text(exc))
-            return self._record(slot, Status.LAUNCH_ERROR, error=_error_text(exc) + "\n" + _last_frames(exc))
+            return self._record(slot, failure_status(exc), error=_error_text(exc) + "\n" + _last_frames(exc))
         if not slot.check.ok:
             return self._record(
                 slot,
@@ -274,7 +273,7 @@ class GpuWorker:
 
         if self.clock is None:
             self.clock = (
-                measure.CudaClock(device, self.gpu.limits.l2_bytes)
+                measure.CudaClock(device, self.gpu.limits.l2_bytes, meter=self.gpu)
                 if device.type == "cuda"
                 else measure.HostClock()
             )
@@ -284,10 +283,11 @@ class GpuWorker:
         top = self.gpu.max_sm_clock()
         return bool(top and state.sm_clock_mhz and state.sm_clock_mhz < 0.8 * top)
 
-    def _record(self, slot, status: str, *, error: str = "", timing=None, state=None) -> MeasurementRecord:
+    def _record(self, slot, status: str, *, error: str = "", timing=None) -> MeasurementRecord:
         from farm.metrics import derived
 
         p, check = slot.point, slot.check
+        state = timing.state if timing else None
         fields = derived(
             p.m, p.n, p.k, p.dtype, p.config, self.gpu.limits, slot.resources, timing.ms if timing else None
         )
@@ -301,6 +301,12 @@ class GpuWorker:
             rel_err=check.rel_err if check else None,
             nondeterminism=check.nondeterminism if check else None,
             compile_s=slot.compile_s,
+            stream_ms=timing.stream_ms if timing else None,
+            host_ms=timing.host_ms if timing else None,
+            timing_regime=timing.regime if timing else "",
+            joules_per_launch=timing.joules_per_launch if timing else None,
+            avg_watts=timing.avg_watts if timing else None,
+            power_limit_w=timing.power_limit_w if timing else None,
             sm_clock_mhz=state.sm_clock_mhz if state else None,
             temperature_c=state.temperature_c if state else None,
             throttled=state.throttled if state else None,

@@ -1,38 +1,76 @@
-"""The measurement protocol's pure parts: stopping rules, interleaving, statistics, derived metrics."""
+"""The measurement protocol's pure parts: regimes, settling, stopping rules, statistics, kernel-time
+attribution from profiler events, derived metrics. No GPU: clocks are fakes, NVML readings simulated."""
 
+import math
 import random
+import time
+from dataclasses import dataclass
 
 import pytest
 
-from farm.measure import TimingPolicy, median_ci_halfwidth, summarize, time_interleaved
+from farm.gpu import GpuState
+from farm.measure import (
+    MAX_SLEEP_US,
+    Block,
+    Readings,
+    SubBlock,
+    TimingPolicy,
+    estimate_seconds,
+    head_start_us,
+    kernel_ms_per_launch,
+    max_block_launches,
+    median_ci_halfwidth,
+    settled,
+    summarize,
+    time_interleaved,
+    time_points,
+    time_steady,
+)
 from farm.metrics import NOMINAL_GPU, KernelResources, derived, occupancy
+from farm.spec import SpecError, parse_spec
+from farm.spec import Timing as SpecTiming
 from kernels import LIBRARY_CONFIG, MatmulConfig
 
 
 class FakeClock:
-    """Returns preset times per launcher and records the order of every round."""
+    """Returns preset times per launcher and records every block: which launchers, profiled or not."""
 
-    def __init__(self, times):
-        self.times = times
-        self.rounds = []
+    def __init__(self, launches, watts=None):
+        self.launches = launches
+        self.blocks = []
+        self.watts = watts
 
-    def round(self, launches, host_s):
-        self.rounds.append([self.times.index(f) for f in launches])
-        return [f() for f in launches]
+    def run(self, launches, host_s, *, profile, gpu_s=0.0):
+        self.blocks.append(([self.launches.index(f) for f in launches], profile))
+        times = [f() for f in launches]
+        seconds = sum(times) / 1e3
+        joules = None if self.watts is None else self.watts * seconds
+        return Block(times, [t * 1.1 for t in times], [0.01] * len(times), Readings(seconds, joules))
+
+    @property
+    def rounds(self):
+        return [ids for ids, _ in self.blocks]
 
 
 def _constant(ms):
     return lambda: ms
 
 
+# -- interleaved ---------------------------------------------------------------------------------
+
+
 def test_rounds_interleave_in_a_fresh_random_order_until_stable():
     launches = [_constant(1.0), _constant(2.0), _constant(3.0)]
     clock = FakeClock(launches)
-    policy = TimingPolicy(min_reps=5, max_reps=50, target_ci=0.005, max_seconds_per_point=10)
-    timings = time_interleaved(launches, [0.0] * 3, clock, policy, random.Random(0))
+    policy = TimingPolicy(
+        min_reps=5, max_reps=50, target_ci=0.005, max_seconds_per_point=10, regime="interleaved"
+    )
+    timings = time_points(launches, [0.0] * 3, clock, policy, random.Random(0))
     # Constant times are stable at once: every launcher stops at min_reps, one launch per round.
     assert [t.reps for t in timings] == [5, 5, 5]
     assert [t.ms for t in timings] == [1.0, 2.0, 3.0]
+    assert [t.stream_ms for t in timings] == pytest.approx([1.1, 2.2, 3.3])
+    assert {t.regime for t in timings} == {"interleaved"}
     assert all(sorted(r) == [0, 1, 2] for r in clock.rounds)
     assert len({tuple(r) for r in clock.rounds}) > 1  # the order changes from round to round
 
@@ -52,7 +90,282 @@ def test_time_cap_stops_a_slow_point():
     launches = [lambda: 300.0 + random.random()]  # 300 ms a launch, noisy
     policy = TimingPolicy(min_reps=3, max_reps=100, target_ci=1e-9, max_seconds_per_point=1.0)
     (timing,) = time_interleaved(launches, [0.0], FakeClock(launches), policy, random.Random(0))
-    assert timing.reps == 4  # 4 x 0.3 s passes the 1 s cap
+    assert timing.reps == 4  # 4 x 0.33 s of stream time passes the 1 s cap
+
+
+def test_energy_of_a_shared_round_goes_by_kernel_time():
+    launches = [_constant(1.0), _constant(3.0)]
+    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved")
+    timings = time_interleaved(
+        launches, [0.0] * 2, FakeClock(launches, watts=600.0), policy, random.Random(0)
+    )
+    assert [t.avg_watts for t in timings] == pytest.approx([600.0, 600.0])
+    assert [t.joules_per_launch for t in timings] == pytest.approx([0.6, 1.8])
+
+
+# -- a simulated GPU under a power limit ---------------------------------------------------------
+
+MAX_MHZ, LIMIT_W = 1980.0, 700.0
+
+
+@dataclass
+class Kernel:
+    """A compute-bound config: `ms` at the top clock, drawing `watts` there (power ~ clock)."""
+
+    ms: float
+    watts: float
+
+    def target_mhz(self) -> float:
+        return min(MAX_MHZ, MAX_MHZ * LIMIT_W / self.watts)
+
+
+class PowerLimitedGpu:
+    """One power limiter shared by whatever runs: the clock relaxes towards the running kernel's
+    equilibrium with time constant tau_s. A clock, with NVML-like readings per block."""
+
+    def __init__(self, kernels, tau_s=0.2, flush_ms=0.07):
+        self.kernels, self.tau_s, self.flush_ms = kernels, tau_s, flush_ms
+        self.mhz = MAX_MHZ
+        self.blocks = []
+
+    def run(self, launches, host_s, *, profile, gpu_s=0.0):
+        times, joules, seconds, mhz_s, mask = [], 0.0, 0.0, 0.0, 0
+        for launch in launches:
+            kernel = self.kernels[launch()]
+            ms = kernel.ms * MAX_MHZ / self.mhz
+            dt = (ms + self.flush_ms) / 1e3
+            joules += kernel.watts * self.mhz / MAX_MHZ * dt
+            mhz_s += self.mhz * dt
+            seconds += dt
+            if kernel.target_mhz() < MAX_MHZ:
+                mask |= 0x4  # sw_power_cap
+            self.mhz += (kernel.target_mhz() - self.mhz) * (1 - math.exp(-dt / self.tau_s))
+            times.append(ms)
+        self.blocks.append((len(launches), profile))
+        state = GpuState(round(self.mhz), 60, mask)
+        return Block(
+            times, times, [0.02] * len(times), Readings(seconds, joules, mhz_s / seconds, LIMIT_W, state)
+        )
+
+
+def _steady_ms(kernel: Kernel) -> float:
+    return kernel.ms * MAX_MHZ / kernel.target_mhz()
+
+
+def test_steady_regime_times_each_config_in_its_own_steady_state():
+    """Two configs at the power limit: the one that draws more runs at a lower clock on its own.
+    Interleaved launch by launch they share one clock and the gain shrinks; steady keeps it."""
+    kernels = [Kernel(10.0, 900.0), Kernel(9.0, 1100.0)]  # like group_m 8 vs group_m 1, in reverse
+    truth = _steady_ms(kernels[1]) / _steady_ms(kernels[0])
+    launches = [lambda: 0, lambda: 1]
+    steady = TimingPolicy(min_reps=10, max_reps=60, target_ci=0.002, max_seconds_per_point=5)
+    got = time_steady(launches, [1e-4] * 2, PowerLimitedGpu(kernels), steady, random.Random(0))
+    mixed = time_interleaved(
+        launches,
+        [1e-4] * 2,
+        PowerLimitedGpu(kernels),
+        TimingPolicy(min_reps=60, max_reps=60),
+        random.Random(0),
+    )
+    assert got[1].ms / got[0].ms == pytest.approx(truth, rel=0.01)
+    assert abs(mixed[1].ms / mixed[0].ms - truth) > 3 * abs(got[1].ms / got[0].ms - truth)
+    assert got[0].state.sm_clock_mhz == pytest.approx(kernels[0].target_mhz(), rel=0.02)
+    assert got[0].avg_watts == pytest.approx(LIMIT_W, rel=0.03) and got[0].power_limit_w == LIMIT_W
+    assert got[0].joules_per_launch == pytest.approx(got[0].avg_watts * got[0].ms / 1e3)
+    assert got[0].state.reasons == "sw_power_cap" and {t.regime for t in got} == {"steady"}
+
+
+def test_below_the_power_limit_one_short_sub_block_settles():
+    gpu = PowerLimitedGpu([Kernel(2.0, 300.0)])
+    policy = TimingPolicy(min_reps=10, max_reps=20, target_ci=0.5)
+    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    # pass 1: one launch to size blocks, one 20 ms sub-block, the measured block; pass 2: the last two
+    assert [p for _, p in gpu.blocks] == [False, False, True, False, True]
+    assert [n for n, _ in gpu.blocks][1] == round(0.02 / 2.07e-3)
+    assert timing.reps == 20 and timing.ms == pytest.approx(2.0)
+
+
+def test_at_the_power_limit_settling_lasts_until_the_clock_stops_moving():
+    gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
+    policy = TimingPolicy(min_reps=10, max_reps=10, target_ci=0.5, min_passes=1)
+    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    settle_launches = sum(n for n, profiled in gpu.blocks if not profiled)
+    # the clock falls from 1980 towards 1386 MHz with a 0.2 s time constant: several 100 ms sub-blocks
+    assert 0.3 < settle_launches * 5.07e-3 * MAX_MHZ / 1386 < policy.max_settle_s + 0.2
+    assert timing.ms == pytest.approx(_steady_ms(Kernel(5.0, 1000.0)), rel=0.01)
+
+
+def test_settling_stops_at_max_settle_s():
+    gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=1e6)  # a limiter that never acts
+    gpu.run = _drifting(gpu.run)
+    policy = TimingPolicy(min_reps=5, max_reps=5, min_passes=1, max_settle_s=0.5)
+    time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    settle_s = sum(n for n, profiled in gpu.blocks if not profiled) * 5.07e-3
+    assert 0.5 <= settle_s < 0.5 + 0.11
+
+
+def _drifting(run):
+    """Each block's mean clock 5% below the last: never settled."""
+    step = iter(range(1000))
+
+    def wrapped(launches, host_s, *, profile, gpu_s=0.0):
+        block = run(launches, host_s, profile=profile)
+        block.readings.sm_clock_mhz = 1980 * 0.95 ** next(step)
+        return block
+
+    return wrapped
+
+
+def _sub(seconds, mhz, watts=690.0, mask=0x4, median_ms=1.0):
+    return SubBlock(Readings(seconds, watts * seconds, mhz, LIMIT_W, GpuState(int(mhz), 60, mask)), median_ms)
+
+
+SETTLED = [
+    pytest.param([_sub(0.02, 1980, watts=300, mask=0)], True, id="below-limit-one-block"),
+    pytest.param([_sub(0.002, 1980, watts=300, mask=0)], False, id="too-short-to-judge"),
+    pytest.param([_sub(0.02, 1700, watts=680, mask=0)], False, id="near-limit-by-power-alone"),
+    pytest.param([_sub(0.1, 1600)], False, id="at-limit-one-block"),
+    pytest.param([_sub(0.1, 1600), _sub(0.1, 1540)], False, id="at-limit-clock-falling"),
+    pytest.param([_sub(0.1, 1540), _sub(0.1, 1534)], True, id="at-limit-clock-flat"),
+    pytest.param([_sub(0.1, 1540), _sub(0.1, 1525)], False, id="at-limit-one-nvml-step"),
+    pytest.param([_sub(0.002, 1531), _sub(0.1, 1531)], False, id="previous-too-short"),
+    pytest.param(
+        [
+            SubBlock(Readings(0.1), 2.00),
+            SubBlock(Readings(0.1), 2.005),
+        ],
+        True,
+        id="no-nvml-times-agree",
+    ),
+    pytest.param(
+        [SubBlock(Readings(0.1), 2.0), SubBlock(Readings(0.1), 2.1)], False, id="no-nvml-times-move"
+    ),
+]
+
+
+@pytest.mark.parametrize(("history", "expected"), SETTLED)
+def test_settled(history, expected):
+    assert settled(history, TimingPolicy()) is expected
+
+
+def test_rest_regime_launches_once_per_rest():
+    launches = [_constant(1.5), _constant(0.5)]
+    clock = FakeClock(launches)
+    policy = TimingPolicy(
+        min_reps=3, max_reps=50, target_ci=1e-9, max_seconds_per_point=0.1, regime="rest", rest_s=0.0
+    )
+    timings = time_points(launches, [0.0] * 2, clock, policy, random.Random(0))
+    assert all(len(ids) == 1 and profiled for ids, profiled in clock.blocks)
+    assert [t.reps for t in timings] == [3, 3] and {t.regime for t in timings} == {"rest"}
+
+
+def test_policy_from_spec_and_unknown_regime():
+    policy = TimingPolicy.from_spec(SpecTiming(regime="interleaved", max_settle_s=0.7, min_reps=4))
+    assert (policy.regime, policy.max_settle_s, policy.min_reps) == ("interleaved", 0.7, 4)
+    assert TimingPolicy.from_spec(SpecTiming()).regime == "steady"
+    with pytest.raises(ValueError, match="not one of steady, interleaved, rest"):
+        TimingPolicy(regime="burst")
+    spec = "name: t\ndtypes: [bfloat16]\nvariants: [tiled]\nshapes: [{m: 8, n: 8, k: 8}]\n"
+    spec += "timing: {regime: burst}\n"
+    with pytest.raises(
+        SpecError, match=r"<spec>:5: timing.regime: Input should be 'steady', 'interleaved' or 'rest'"
+    ):
+        parse_spec(spec)
+
+
+@pytest.mark.parametrize("regime", ["steady", "interleaved", "rest"])
+def test_estimate_bounds_a_point(regime):
+    policy = TimingPolicy(regime=regime)
+    assert estimate_seconds(policy, 1e-4) >= min(
+        policy.max_seconds_per_point, policy.min_reps * policy.rest_s
+    )
+
+
+# -- blocks: head start and kernel time ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host_us", "gpu_us"),
+    [(3.0, 0.0), (76.0, 0.0), (950.0, 0.0), (76.0, 30.0), (60.0, 59.0)],
+    ids=["tiny", "splitk-launcher", "slow-host", "splitk-gpu-known", "nearly-even"],
+)
+def test_the_longest_block_fits_its_head_start(host_us, gpu_us):
+    host, gpu = host_us / 1e6, gpu_us / 1e6
+    n = max_block_launches(host, 1.0, gpu)
+    assert head_start_us([host] * n, 1.0, gpu) < MAX_SLEEP_US
+    if n < 10_000:
+        assert head_start_us([host] * (n + 1), 1.0, gpu) >= MAX_SLEEP_US * 0.99
+
+
+def test_a_gpu_slower_than_the_host_needs_only_the_first_launch_ahead():
+    # 1 ms kernels, 60 us of host time each: 100 launches sleep 1.5 x 80 us + 100 us, not 12 ms
+    assert head_start_us([60e-6] * 100, 1.0, 1e-3) == pytest.approx(1.5 * 80 + 100)
+    assert head_start_us([60e-6] * 100) == pytest.approx(1.5 * 100 * 80 + 100)
+    assert max_block_launches(60e-6, 1.0, 1e-3) == 10_000
+
+
+@dataclass
+class Ev:
+    """What kernel_ms_per_launch reads of a torch.profiler FunctionEvent."""
+
+    name: str
+    id: int
+    start: float
+    end: float
+    device_type: str = "DeviceType.CPU"
+    is_user_annotation: bool = False
+
+    @property
+    def time_range(self):
+        return self
+
+
+def _gpu(name, corr, start, dur):
+    return Ev(name, corr, start, start + dur, device_type="DeviceType.CUDA")
+
+
+def test_kernel_time_sums_each_launchs_kernels_and_drops_flush_and_sleep():
+    events = [
+        Ev("cudaLaunchKernel", 1, 0.0, 2.0),  # the sleep, outside every launch
+        Ev("cudaLaunchKernel", 2, 3.0, 4.0),  # flush of launch 0
+        Ev("farm_launch_0", 900, 5.0, 60.0, is_user_annotation=True),
+        Ev("cuLaunchKernelEx", 3, 10.0, 12.0),
+        Ev("cudaLaunchKernel", 4, 40.0, 41.0),  # launch 0's cast
+        Ev("cudaLaunchKernel", 5, 61.0, 62.0),  # flush of launch 1
+        Ev("farm_launch_1", 901, 63.0, 150.0, is_user_annotation=True),
+        Ev("cudaLaunchKernel", 6, 64.0, 65.0),  # zero
+        Ev("cuLaunchKernelEx", 7, 80.0, 82.0),  # split kernel
+        Ev("cudaLaunchKernel", 8, 120.0, 121.0),  # cast
+        Ev("farm_launch_2", 902, 151.0, 160.0, is_user_annotation=True),  # nothing reached the GPU
+        _gpu("spin_kernel", 1, 200.0, 900.0),
+        _gpu("FillFunctor<int>", 2, 1100.0, 70.0),
+        _gpu("matmul_kernel", 3, 1170.0, 12.5),
+        _gpu("cast", 4, 1183.0, 1.5),
+        _gpu("FillFunctor<int>", 5, 1185.0, 70.0),
+        _gpu("FillFunctor<float>", 6, 1255.0, 2.0),
+        _gpu("splitk_kernel", 7, 1258.0, 10.0),
+        _gpu("cast", 8, 1270.0, 1.25),
+        _gpu("farm_launch_1", 901, 1255.0, 17.0),  # the GPU-side span of an annotation
+    ]
+    assert kernel_ms_per_launch(events, 3) == pytest.approx([0.014, 0.01325, None])
+
+
+def test_kernel_time_falls_back_on_the_gpu_side_span_without_runtime_events():
+    events = [
+        Ev("farm_launch_0", 900, 5.0, 60.0, is_user_annotation=True),
+        Ev("farm_launch_1", 901, 63.0, 150.0, is_user_annotation=True),
+        _gpu("FillFunctor<int>", 2, 1100.0, 70.0),  # flush: before any span
+        _gpu("farm_launch_0", 900, 1170.0, 15.0),
+        _gpu("matmul_kernel", 3, 1170.0, 12.5),
+        _gpu("cast", 4, 1183.0, 2.0),
+        _gpu("FillFunctor<int>", 5, 1186.0, 70.0),
+        _gpu("farm_launch_1", 901, 1256.0, 14.0),
+        _gpu("splitk_kernel", 7, 1256.0, 10.0),
+    ]
+    assert kernel_ms_per_launch(events, 2) == pytest.approx([0.0145, 0.010])
+
+
+# -- statistics and derived metrics --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -98,3 +411,89 @@ def test_derived_metrics_of_one_point():
     assert out["operand_bytes"] == (512 * 32768 + 32768 * 512 + 512 * 512) * 2
     library = derived(512, 512, 32768, "bfloat16", LIBRARY_CONFIG, NOMINAL_GPU, None, ms=0.05)
     assert "tiles" not in library and library["tflops"] == out["tflops"]
+
+
+def test_a_host_clock_measures_without_settling():
+    """The interpreter has no power limiter: the steady regime goes straight to measured blocks."""
+    from farm.measure import HostClock
+
+    calls = []
+    policy = TimingPolicy(min_reps=4, max_reps=4)
+    (timing,) = time_steady([lambda: calls.append(1)], [0.0], HostClock(), policy, random.Random(0))
+    assert len(calls) == 4 and timing.reps == 4 and timing.ms == timing.stream_ms == timing.host_ms
+
+
+# -- CudaClock's plumbing on the CPU: CUDA events, sleep and sync faked, the real torch.profiler -----
+
+
+class FakeEvent:
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+class FakeMeter:
+    """An energy counter that gains 0.7 J per read, a clock at 1500 MHz held by the power cap."""
+
+    def __init__(self):
+        self.mj = 10_000
+
+    def state(self):
+        return GpuState(1500, 61, 0x4)
+
+    def energy_mj(self):
+        self.mj += 700
+        return self.mj
+
+    def power_limit_w(self):
+        return 700.0
+
+
+NO_CUDA_PROFILING = pytest.mark.filterwarnings("ignore:CUDA is not available, disabling CUDA profiling")
+
+
+@pytest.fixture
+def cpu_cuda_clock(monkeypatch):
+    import torch
+
+    from farm.measure import CudaClock
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    return CudaClock(torch.device("cpu"), l2_bytes=2**20, meter=FakeMeter())
+
+
+@NO_CUDA_PROFILING
+def test_cuda_clock_blocks_read_the_meter(cpu_cuda_clock):
+    import torch
+
+    calls = []
+    block = cpu_cuda_clock.run([lambda: calls.append(torch.ones(3))] * 4, [1e-5] * 4, profile=False)
+    assert len(calls) == 4 and len(block.stream_ms) == len(block.kernel_ms) == len(block.host_ms) == 4
+    r = block.readings
+    assert r.joules == pytest.approx(0.7) and r.sm_clock_mhz == 1500 and r.power_limit_w == 700.0
+    assert r.at_power_limit(0.95) and r.state.reasons == "sw_power_cap"
+
+
+@NO_CUDA_PROFILING
+def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(cpu_cuda_clock):
+    """No GPU here: the profiler records no kernels, so every launch keeps its stream time."""
+    launches = [lambda: time.sleep(0.001), lambda: time.sleep(0.002)]
+    with cpu_cuda_clock.profiled():
+        first = cpu_cuda_clock.run(launches, [1e-3] * 2, profile=True)
+        second = cpu_cuda_clock.run(launches[:1], [1e-3], profile=True)
+    assert first.kernel_ms == first.stream_ms and second.kernel_ms == second.stream_ms
+    assert first.stream_ms[0] >= 1.0 and first.stream_ms[1] >= 2.0  # a sleep lasts at least as asked
+    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved")
+    timings = time_points(launches, [1e-3] * 2, cpu_cuda_clock, policy, random.Random(0))
+    assert [t.reps for t in timings] == [4, 4] and timings[0].ms >= 1.0 and timings[1].ms >= 2.0
+    assert timings[0].state.sm_clock_mhz == 1500 and timings[0].avg_watts > 0

@@ -1,12 +1,12 @@
-"""Test-only revision that fails half way: the upgrade must leave the database at 0001, unchanged."""
+"""Test-only revision that fails half way: the upgrade must leave the database at 0002, unchanged."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
-"""Test-only revision 0002: what a real later revision looks like (tests/db/test_migrations.py).
+"""Test-only revision 0003: what a real later revision looks like (tests/db/test_migrations.py).
 
 Adds a measurement column and an index. SQLite rebuilds a table to drop a column and checks the
 views on rename, so the views are dropped first and recreated after, as a real revision must.
@@ -9,21 +9,21 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.views import VIEWS_0001
+from db.views import VIEWS_0002
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
 
 def _drop_views() -> None:
-    for name in reversed(VIEWS_0001):
+    for name in reversed(VIEWS_0002):
         op.execute(f"DROP VIEW {name}")
 
 
 def _create_views() -> None:
-    for name, select in VIEWS_0001.items():
+    for name, select in VIEWS_0002.items():
         op.execute(f"CREATE VIEW {name} AS {select}")
 
 

@@ -1,0 +1,42 @@
+"""A worker's records carry the timing regime and the three times (in process, interpreter, no Ray)."""
+
+import pytest
+
+from db.records import Status
+from farm.measure import TimingPolicy
+from farm.plan import Batch, Point
+from kernels import MatmulConfig
+
+
+@pytest.fixture(scope="module")
+def worker():
+    import os
+
+    from farm.worker import GpuWorker
+
+    os.environ["TRITON_INTERPRET"] = "1"
+    w = GpuWorker([], backend="interpreter", compile_threads=1)
+    yield w
+    w.pool.shutdown()
+
+
+@pytest.mark.parametrize("regime", ["steady", "interleaved"])
+def test_records_carry_regime_and_three_times(worker, regime):
+    # 40x24x48: a ragged grid of 16x16 tiles (3x2), one point of each of two variants
+    points = [
+        Point("tiled", "float32", 40, 24, 48, MatmulConfig(16, 16, 16, num_warps=4, num_stages=2)),
+        Point(
+            "splitk", "float32", 40, 24, 48, MatmulConfig(16, 16, 16, split_k=2, num_warps=4, num_stages=2)
+        ),
+    ]
+    policy = TimingPolicy(min_reps=3, max_reps=3, regime=regime)
+    out = list(worker.run_batch(Batch("float32", 40, 24, 48, points, seed=1), policy, repeats=2))
+    records = [r for r in out if hasattr(r, "status")]
+    timing = [p for p in out if getattr(p, "phase", "") == "timing"]
+    assert [r.status for r in records] == [Status.OK, Status.OK]
+    assert timing and timing[0].estimate_s > 0
+    for r in records:
+        assert r.timing_regime == regime and r.reps == 3
+        assert r.ms > 0 and r.stream_ms > 0 and r.host_ms > 0  # one CPU wall time each, medians of 3
+        assert r.ms_p20 <= r.ms <= r.ms_p80
+        assert r.joules_per_launch is None and r.avg_watts is None  # no energy counter on the CPU
