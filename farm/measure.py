@@ -11,8 +11,9 @@
      what do_bench and Triton's autotuner see. A config runs in blocks of back-to-back launches,
      each behind an L2 flush. Settling sub-blocks run until NVML says the clock has settled: at
      once where the GPU is below its power limit, else until the mean SM clock of two successive
-     sub-blocks agrees (`settled`). Then one profiled block gives the samples. The configs of a
-     batch take their blocks in a fresh random order each pass, so slow drift is spread.
+     sub-blocks agrees after at least min_settle_s (`settled`). Then one profiled block gives the
+     samples. The configs of a batch take their blocks in a fresh random order each pass, so slow
+     drift is spread.
      Why: on an H200 at 16384^3, interleaving every config launch by launch shared one power
      limiter state between them and shrank the group_m 8 gain from 1.13-1.17 (do_bench) to
      1.01-1.05; blocks of 20 back-to-back launches (260 ms) gave 1.14-1.17. At 8192 even 32 ms
@@ -216,6 +217,11 @@ class TimingPolicy:
     sub_block_s: float = 0.1
     measure_block_s: float = 0.1
     max_settle_s: float = 1.5
+    # At the limit, settle at least this long before the clocks may be compared. H200, 16384^3
+    # (docs/perf-notes.md, visit 12): stopping at the first two agreeing 100 ms sub-blocks left
+    # group_m 8 at 1582 MHz where 1 s blocks settle at 1422 MHz, and the gain at 1.20 against
+    # do_bench's 1.13; blocks of 300 ms and more gave 1.11-1.12.
+    min_settle_s: float = 0.4
     clock_tol: float = 0.005
     # At the limit when the power limiter's throttle bit is set or the block drew this share of it.
     power_headroom: float = 0.95
@@ -618,8 +624,9 @@ def settled(history: Sequence[SubBlock], policy: TimingPolicy) -> bool:
     """Has the config reached its steady state under the power limit?
 
     Below the limit after a sub-block long enough to judge (first_sub_block_s): yes, the clock
-    is not held by power. At the limit: once the mean SM clock of the last two sub-blocks agrees
-    within clock_tol. Without clock readings (no NVML), the median times must agree instead.
+    is not held by power. At the limit: once it has run min_settle_s and the mean SM clock of the
+    last two sub-blocks agrees within clock_tol. Without clock readings (no NVML), the median
+    times must agree instead.
     """
     last = history[-1]
     if last.readings.seconds < 0.5 * policy.first_sub_block_s:
@@ -633,7 +640,8 @@ def settled(history: Sequence[SubBlock], policy: TimingPolicy) -> bool:
         return False
     a, b = prev.readings.sm_clock_mhz, last.readings.sm_clock_mhz
     if a is not None and b is not None:
-        return abs(b - a) <= policy.clock_tol * a
+        long_enough = sum(h.readings.seconds for h in history) >= policy.min_settle_s
+        return long_enough and abs(b - a) <= policy.clock_tol * a
     return abs(last.median_ms - prev.median_ms) <= policy.clock_tol * prev.median_ms
 
 

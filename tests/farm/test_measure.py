@@ -226,8 +226,9 @@ SETTLED = [
     pytest.param([_sub(0.02, 1700, watts=680, mask=0)], False, id="near-limit-by-power-alone"),
     pytest.param([_sub(0.1, 1600)], False, id="at-limit-one-block"),
     pytest.param([_sub(0.1, 1600), _sub(0.1, 1540)], False, id="at-limit-clock-falling"),
-    pytest.param([_sub(0.1, 1540), _sub(0.1, 1534)], True, id="at-limit-clock-flat"),
-    pytest.param([_sub(0.1, 1540), _sub(0.1, 1525)], False, id="at-limit-one-nvml-step"),
+    pytest.param([_sub(0.3, 1540), _sub(0.1, 1534)], True, id="at-limit-clock-flat"),
+    pytest.param([_sub(0.1, 1540), _sub(0.1, 1534)], False, id="at-limit-clock-flat-too-soon"),
+    pytest.param([_sub(0.3, 1540), _sub(0.1, 1525)], False, id="at-limit-one-nvml-step"),
     pytest.param([_sub(0.002, 1531), _sub(0.1, 1531)], False, id="previous-too-short"),
     pytest.param(
         [
