@@ -15,12 +15,8 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
-from kernels.schedule import cdiv, grouped_tile_jit
+from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
 from kernels.tile import tile_accumulate, tile_offsets
-
-# Programs when the device cannot say how many SMs it has (the interpreter on a CPU): a few,
-# so that tiles are shared between programs as they are on a GPU.
-FALLBACK_PROGRAMS = 4
 
 
 def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
@@ -67,10 +63,8 @@ def _streamk_kernel(
 
 def streamk_programs(device: torch.device, m: int, n: int, k: int, cfg: MatmulConfig) -> int:
     """One program per SM, never more than there are K iterations to share."""
-    module = torch.get_device_module(device) if device.type != "cpu" else None
-    props = getattr(module, "get_device_properties", None)
-    sms = props(device).multi_processor_count if props else FALLBACK_PROGRAMS
-    return min(sms, cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cdiv(k, cfg.block_k))
+    iterations = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cdiv(k, cfg.block_k)
+    return min(multiprocessor_count(device), iterations)
 
 
 @register_variant("streamk", config_space="grouped", atomic=True)
