@@ -27,7 +27,7 @@ from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import grouped_tile_jit
 from kernels.streamk import streamk_programs, streamk_work
-from kernels.tile import store_tile, tile_accumulate
+from kernels.tile import row_alignment, store_tile, tile_accumulate
 
 
 def hybrid_split(tiles: int, programs: int) -> tuple[int, int]:
@@ -68,6 +68,7 @@ def _streamk_hybrid_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    ALIGN: tl.constexpr = 1,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -94,8 +95,9 @@ def _streamk_hybrid_kernel(
             BLOCK_N,
             BLOCK_K,
             INPUT_PRECISION,
+            ALIGN,
         )
-        store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
     # The last partial wave: equal shares of its K iterations (`streamk_work`).
     total = (tiles - data_parallel) * iters_per_tile
     it = pid * total // PROGRAMS
@@ -123,9 +125,10 @@ def _streamk_hybrid_kernel(
             BLOCK_N,
             BLOCK_K,
             INPUT_PRECISION,
+            ALIGN,
         )
         if (k0 == 0) & (k1 == iters_per_tile):  # the whole tile is this program's
-            store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+            store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
         else:
             ws_tile = ws_ptr + shared_tile * (BLOCK_M * BLOCK_N) + ws_offsets
             tl.atomic_add(ws_tile, acc, sem="relaxed")
@@ -133,7 +136,9 @@ def _streamk_hybrid_kernel(
             before = tl.atomic_add(counts_ptr + shared_tile, k1 - k0, sem="acq_rel")
             if before + (k1 - k0) == iters_per_tile:  # the last contributor stores the sum
                 total_acc = tl.load(ws_tile, cache_modifier=".cg")
-                store_tile(c_ptr, total_acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+                store_tile(
+                    c_ptr, total_acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN
+                )
         it += k1 - k0
 
 
@@ -168,6 +173,7 @@ def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
         BLOCK_K=cfg.block_k,
         GROUP_M=cfg.group_m,
         INPUT_PRECISION=cfg.input_precision,
+        ALIGN=row_alignment(a, b, c),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
