@@ -16,6 +16,7 @@ from kernels import (  # noqa: F401  (register the built-ins)
 )
 from kernels.accuracy import check_accuracy, reference_matmul, relative_error, tolerance
 from kernels.config import LIBRARY_CONFIG, ConfigError, MatmulConfig
+from kernels.dispatch import Dispatcher, matmul
 from kernels.registry import UnknownVariantError, Variant, get_variant, register_variant, variant_names
 from kernels.space import DTYPES, SPACES, ConfigSpace, Problem
 
@@ -25,12 +26,14 @@ __all__ = [
     "SPACES",
     "ConfigError",
     "ConfigSpace",
+    "Dispatcher",
     "MatmulConfig",
     "Problem",
     "UnknownVariantError",
     "Variant",
     "check_accuracy",
     "get_variant",
+    "matmul",
     "reference_matmul",
     "register_variant",
     "relative_error",
