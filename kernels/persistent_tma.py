@@ -12,9 +12,12 @@ staging buffer (64 KiB for a 128x256 bf16 tile) and leaves room for a fourth pip
 Constraints (`tma_layout_error`): each operand needs a unit stride in one dimension, its other
 stride a multiple of 16 bytes, and a 16-byte aligned start; C is allocated (M, N) contiguous,
 so N * itemsize must be a multiple of 16 too. Odd sizes (N = 32001 in bf16, say) do not
-qualify: the launcher raises `TmaUnsupported` (the farm stores it as an error row) and the
-config-space rule `tma_strides_aligned` prunes such points before they are queued; those shapes
-are served by the pointer variants. Off Hopper (no TMA) the launcher raises the same error.
+qualify: the launcher raises `TmaUnsupported` (no padding: a padded copy of B for a 32001-wide
+vocabulary would cost a full extra read and write of B) and the config-space rule
+`tma_strides_aligned` prunes such points before they are queued; those shapes are served by the
+pointer variants, whose tile code keeps its vector width wherever N and K allow (kernels/tile.py).
+Off Hopper (no TMA) the launcher raises the same error; the farm's compile-ahead step calls the
+launcher first, so such a point is stored with the error text as `compile_error`.
 
 Works with Triton 3.6 (the GPU image) and 3.9 (whose interpreter emulates host descriptors):
 only `triton.tools.tensor_descriptor.TensorDescriptor`, `desc.load/store` and `tl.range`.
