@@ -36,8 +36,6 @@ from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
 from kernels.space import TMA_ALIGN_BYTES, TMA_MAX_BOX
 
-TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
-
 
 class TmaUnsupported(ValueError):
     """The operands or the device cannot use TMA descriptors: another variant must serve them."""
@@ -85,14 +83,6 @@ def _descriptor(t: torch.Tensor, rows: int, cols: int) -> tuple[TensorDescriptor
 
 
 @triton.jit
-def _load_tile(desc, off_r, off_c, TRANSPOSED: tl.constexpr):
-    """The [rows, cols] tile at (off_r, off_c); a transposed descriptor holds it as [cols, rows]."""
-    if TRANSPOSED:
-        return desc.load([off_c, off_r]).T
-    return desc.load([off_r, off_c])
-
-
-@triton.jit
 def _persistent_tma_kernel(
     a_desc,
     b_desc,
@@ -107,7 +97,6 @@ def _persistent_tma_kernel(
     NUM_PROGRAMS: tl.constexpr,
     A_TRANSPOSED: tl.constexpr,
     B_TRANSPOSED: tl.constexpr,
-    OUT_DTYPE: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
     start = tl.program_id(0)
@@ -125,8 +114,9 @@ def _persistent_tma_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             off_k = ki * BLOCK_K
-            a = _load_tile(a_desc, off_m, off_k, A_TRANSPOSED)
-            b = _load_tile(b_desc, off_k, off_n, B_TRANSPOSED)
+            # A transposed descriptor holds the tile as [cols, rows]: load that box, transpose in registers.
+            a = a_desc.load([off_k, off_m]).T if A_TRANSPOSED else a_desc.load([off_m, off_k])
+            b = b_desc.load([off_n, off_k]).T if B_TRANSPOSED else b_desc.load([off_k, off_n])
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         tile_c += NUM_PROGRAMS
         pid_m, pid_n = grouped_tile_jit(tile_c, num_pid_m, num_pid_n, GROUP_M)
@@ -134,8 +124,8 @@ def _persistent_tma_kernel(
         # past M and N are clipped by the hardware.
         halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
         left, right = tl.split(halves)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(OUT_DTYPE))
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(OUT_DTYPE))
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c_desc.dtype))
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(c_desc.dtype))
 
 
 def persistent_programs(device: torch.device, m: int, n: int, cfg: MatmulConfig) -> int:
@@ -176,7 +166,6 @@ def persistent_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
         NUM_PROGRAMS=programs,
         A_TRANSPOSED=a_transposed,
         B_TRANSPOSED=b_transposed,
-        OUT_DTYPE=TL_DTYPES[a.dtype],
         INPUT_PRECISION=cfg.input_precision,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
