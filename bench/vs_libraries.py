@@ -196,6 +196,8 @@ def run(args) -> list[Row]:
         for dtype_name_ in args.dtypes:
             dtype = DTYPES[dtype_name_]
             for m, n, k in SUITES[suite]:
+                if args.only and f"{m}x{n}x{k}" not in args.only:
+                    continue
                 if time.time() > budget_end:
                     print(f"budget of {args.budget_s} s spent: stopping before {m}x{n}x{k}", flush=True)
                     return _finish(rows, tuned_entries, args)
@@ -322,6 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-inductor", action="store_true", help="skip torch.compile (its autotuning is slow)"
     )
+    parser.add_argument("--only", nargs="*", default=[], help="shapes MxNxK of the suites to run (pieces)")
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args(argv)
     rows = run(args)
