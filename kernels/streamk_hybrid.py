@@ -149,8 +149,10 @@ def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
     programs = streamk_programs(a.device, m, n, k, cfg)
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
     _, shared = hybrid_split(tiles, programs)
-    ws = torch.zeros((max(shared, 1), cfg.block_m, cfg.block_n), device=a.device, dtype=torch.float32)
-    counts = torch.zeros((max(shared, 1),), device=a.device, dtype=torch.int32)
+    # Whole waves only (shared == 0): nothing is shared, so no memset; the kernel never touches these.
+    alloc = torch.zeros if shared else torch.empty
+    ws = alloc((max(shared, 1), cfg.block_m, cfg.block_n), device=a.device, dtype=torch.float32)
+    counts = alloc((max(shared, 1),), device=a.device, dtype=torch.int32)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     _streamk_hybrid_kernel[(programs,)](
         a,
