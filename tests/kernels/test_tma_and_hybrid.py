@@ -151,3 +151,21 @@ def test_row_alignment(a_shape, b_shape, transpose_b, expected):
     b = b.t() if transpose_b else b
     c = torch.empty((a.shape[0], b.shape[1]), device="meta")
     assert row_alignment(a, b, c) == expected
+
+
+@pytest.mark.parametrize("claimed", ["launcher", "overclaimed"])
+def test_alignment_hint_must_be_true(device, claimed):
+    # N = 50 is a multiple of 2, not of 8: a kernel told ALIGN = 8 rounds N down to 48 and drops
+    # two columns of every row. The launcher's own hint (2) is the control.
+    from kernels.grouped import _grouped_kernel
+
+    m, n, k = 37, 50, 200
+    a, b = _random((m, k), torch.float16, device, 9), _random((k, n), torch.float16, device, 10)
+    c = torch.full((m, n), math.nan, dtype=torch.float16, device=device)
+    align = row_alignment(a, b, c) if claimed == "launcher" else 8
+    assert row_alignment(a, b, c) == 2
+    _grouped_kernel[(triton.cdiv(m, 16) * triton.cdiv(n, 16),)](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee", ALIGN=align,
+    )  # fmt: skip
+    assert check_accuracy(c, reference_matmul(a, b), a.dtype, k).ok == (claimed == "launcher")
