@@ -74,6 +74,7 @@ BIG = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4), (64, 12
 SKINNY = [(64, 64, 128, 4, 4), (128, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
 QUICK = {
     "persistent_tma": lambda skinny: (SKINNY if skinny else BIG, 8, (1,)),
+    "persistent_tma_pad": lambda skinny: (SKINNY[:2] if skinny else BIG[:2], 8, (1,)),  # odd N or K only
     "grouped": lambda skinny: (SKINNY if skinny else BIG[:3], 8, (1,)),
     "streamk_hybrid": lambda skinny: (SKINNY[:2] if skinny else BIG[:2], 8, (1,)),
     "splitk": lambda skinny: (SKINNY, 1, (4, 8, 16, 32)) if skinny else ([], 1, (1,)),

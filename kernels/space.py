@@ -130,6 +130,13 @@ def tma_strides_aligned(cfg: MatmulConfig, p: Problem) -> str | None:
     return None
 
 
+def tma_needs_padding(cfg: MatmulConfig, p: Problem) -> str | None:
+    """persistent_tma_pad only where persistent_tma cannot go: elsewhere the copy is pure cost."""
+    if tma_strides_aligned(cfg, p) is None:
+        return "N and K rows are 16-byte aligned: persistent_tma needs no padding"
+    return None
+
+
 def tma_box_fits(cfg: MatmulConfig, p: Problem) -> str | None:
     """A TMA box is at most 256 elements a side; the epilogue stores BLOCK_N/2 columns (>= 16 B)."""
     for name in ("block_m", "block_n", "block_k"):
@@ -217,6 +224,15 @@ _TILE_AXES = {
     "num_stages": (3, 4, 5),
 }
 
+_TMA_AXES = {
+    "block_m": (64, 128),
+    "block_n": (64, 128, 256),
+    "block_k": (64, 128),
+    "group_m": (8,),
+    "num_warps": (4, 8),
+    "num_stages": (3, 4),
+}
+
 SPACES: dict[str, ConfigSpace] = {
     "tiled": ConfigSpace("tiled", _TILE_AXES),
     "grouped": ConfigSpace("grouped", {**_TILE_AXES, "group_m": (1, 8)}, (*TILE_RULES, grouping_matters)),
@@ -225,17 +241,11 @@ SPACES: dict[str, ConfigSpace] = {
         {**_TILE_AXES, "group_m": (1,), "split_k": (1, 2, 4, 8, 16, 32)},
         (*TILE_RULES, grouping_matters, split_chunks_fill),
     ),
-    "persistent_tma": ConfigSpace(
-        "persistent_tma",
-        {
-            "block_m": (64, 128),
-            "block_n": (64, 128, 256),
-            "block_k": (64, 128),
-            "group_m": (8,),
-            "num_warps": (4, 8),
-            "num_stages": (3, 4),
-        },
-        TMA_RULES,
+    "persistent_tma": ConfigSpace("persistent_tma", _TMA_AXES, TMA_RULES),
+    "persistent_tma_pad": ConfigSpace(
+        "persistent_tma_pad",
+        _TMA_AXES,
+        tuple(tma_needs_padding if rule is tma_strides_aligned else rule for rule in TMA_RULES),
     ),
     "library": ConfigSpace("library", {}, (precision_applies,), base=LIBRARY_CONFIG),
 }

@@ -9,7 +9,7 @@ import triton
 
 from kernels import MatmulConfig, check_accuracy, get_variant, reference_matmul
 from kernels.persistent_tma import TmaUnsupported, tma_device_error
-from kernels.space import Problem, tma_box_fits, tma_strides_aligned
+from kernels.space import Problem, tma_box_fits, tma_needs_padding, tma_strides_aligned
 from kernels.streamk_hybrid import _streamk_hybrid_kernel, hybrid_split
 from kernels.tile import row_alignment
 
@@ -79,6 +79,32 @@ def test_persistent_tma_refuses_what_tma_cannot_describe(device, a_shape, b_shap
     cfg = TMA_CFG.replace(block_n=512) if message.startswith("block_n") else TMA_CFG
     with pytest.raises(TmaUnsupported, match=message.replace("(", r"\(").replace(")", r"\)")):
         get_variant("persistent_tma").launch(a, b, cfg)
+
+
+# Odd sizes: N = 50 (100 B rows), K = 41, M = 45 with A column-major; fp32 too.
+PAD_CASES = [
+    pytest.param(37, 50, 200, torch.bfloat16, False, id="n50-bf16"),
+    pytest.param(100, 70, 41, torch.float16, False, id="k41-fp16"),
+    pytest.param(45, 33, 70, torch.float32, True, id="a-column-major-fp32"),
+    pytest.param(37, 56, 200, torch.bfloat16, False, id="aligned-control"),
+]
+
+
+@pytest.mark.parametrize(("m", "n", "k", "dtype", "a_column_major"), PAD_CASES)
+def test_persistent_tma_pad_serves_odd_sizes(device, m, n, k, dtype, a_column_major):
+    a = _random((k, m), dtype, device, 11).t() if a_column_major else _random((m, k), dtype, device, 11)
+    b = _random((k, n), dtype, device, 12)
+    c = get_variant("persistent_tma_pad").launch(a, b, TMA_CFG)
+    _assert_close(c, a, b)
+    assert (c.stride(0) * c.element_size()) % 16 == 0 and c.stride(0) - n < 16 // c.element_size()
+
+
+def test_padding_variant_stays_off_aligned_shapes():
+    cfg = MatmulConfig(128, 128, 64)
+    assert tma_needs_padding(cfg, Problem(4096, 32001, 4096, torch.bfloat16)) is None
+    assert tma_needs_padding(cfg, Problem(3000, 5000, 1000, torch.bfloat16)) == (
+        "N and K rows are 16-byte aligned: persistent_tma needs no padding"
+    )
 
 
 def test_persistent_tma_says_which_gpus_lack_tma(monkeypatch):
