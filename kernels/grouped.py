@@ -13,19 +13,19 @@ from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import grouped_tile_jit
-from kernels.tile import store_tile, tile_accumulate
+from kernels.tile import row_alignment, store_tile, tile_accumulate
 
 
 @triton.jit
 def _grouped_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, ALIGN: tl.constexpr = 1,
 ):
     pid_m, pid_n = grouped_tile_jit(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn,
-                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION)
-    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
+    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
 
 
 @register_variant("grouped", config_space="grouped")
@@ -37,6 +37,7 @@ def grouped(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     _grouped_kernel[grid](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-        INPUT_PRECISION=cfg.input_precision, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        INPUT_PRECISION=cfg.input_precision, ALIGN=row_alignment(a, b, c),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return c

@@ -15,8 +15,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+import torch
 import triton
 import triton.language as tl
+
+# Programs a persistent schedule launches when the device cannot say how many SMs it has (the
+# interpreter on a CPU): a few, so that programs walk several tiles and share them as on a GPU.
+FALLBACK_PROGRAMS = 4
 
 
 def cdiv(a: int, b: int) -> int:
@@ -82,6 +87,18 @@ def split_range_jit(pid_k, K, SPLIT_K: tl.constexpr, BLOCK_K: tl.constexpr):
     chunk = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K
     k_start = tl.multiple_of(pid_k * chunk, BLOCK_K)
     return k_start, tl.minimum(k_start + chunk, K)
+
+
+def multiprocessor_count(device: torch.device) -> int:
+    """SMs of the tensors' device; FALLBACK_PROGRAMS where there are none (a CPU)."""
+    module = torch.get_device_module(device) if device.type != "cpu" else None
+    props = getattr(module, "get_device_properties", None)
+    return props(device).multi_processor_count if props else FALLBACK_PROGRAMS
+
+
+def persistent_tiles(pid: int, num_tiles: int, num_programs: int) -> list[int]:
+    """Tiles persistent program pid computes, in order: pid, pid + num_programs, ... (a grid-stride loop)."""
+    return list(range(pid, num_tiles, num_programs))
 
 
 def tile_coverage(mapping: Callable[[int], tuple[int, ...]], num_programs: int) -> Counter:

@@ -21,6 +21,11 @@ DEFAULT_SMEM_LIMIT = 232_448
 # Registers a thread can hold; an fp32 accumulator above half of that leaves no room for the A/B
 # fragments and spills (128x256 tiles with 4 warps need 256 accumulator registers per thread).
 MAX_ACC_REGS_PER_THREAD = 128
+# Below this many accumulators per thread, 8 warps split a tile too finely (64x64 / 256 threads = 16).
+MIN_ACC_PER_THREAD_8_WARPS = 16
+# TMA (Hopper): strides and starts in 16-byte units, boxes at most 256 elements a side.
+TMA_ALIGN_BYTES = 16
+TMA_MAX_BOX = 256
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
@@ -101,13 +106,79 @@ def split_chunks_fill(cfg: MatmulConfig, p: Problem) -> str | None:
     return None
 
 
+def pipeline_fits_k_loop(cfg: MatmulConfig, p: Problem) -> str | None:
+    """A pipeline deeper than the K loop (per split) buffers tiles that never come: same kernel, more smem."""
+    iters = cdiv(cdiv(p.k, cfg.split_k), cfg.block_k)
+    if cfg.num_stages > 3 and cfg.num_stages > iters + 1:
+        return f"num_stages={cfg.num_stages} > {iters} K iterations + 1"
+    return None
+
+
+def warps_have_work(cfg: MatmulConfig, p: Problem) -> str | None:
+    """Eight warps on a tile of fewer than 16 accumulators per thread only add synchronisation."""
+    per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    if cfg.num_warps > 4 and per_thread < MIN_ACC_PER_THREAD_8_WARPS:
+        return f"{cfg.num_warps} warps for {per_thread} accumulators per thread"
+    return None
+
+
+def tma_strides_aligned(cfg: MatmulConfig, p: Problem) -> str | None:
+    """TMA needs 16-byte row strides: K (of A) and N (of B and C) times the itemsize (contiguous operands)."""
+    for name, size in (("K", p.k), ("N", p.n)):
+        if (size * p.elem_bytes) % TMA_ALIGN_BYTES:
+            return f"{name}={size} x {p.elem_bytes} B is not a multiple of {TMA_ALIGN_BYTES} B (TMA strides)"
+    return None
+
+
+def tma_needs_padding(cfg: MatmulConfig, p: Problem) -> str | None:
+    """persistent_tma_pad only where persistent_tma cannot go: elsewhere the copy is pure cost."""
+    if tma_strides_aligned(cfg, p) is None:
+        return "N and K rows are 16-byte aligned: persistent_tma needs no padding"
+    return None
+
+
+def tma_box_fits(cfg: MatmulConfig, p: Problem) -> str | None:
+    """A TMA box is at most 256 elements a side; the epilogue stores BLOCK_N/2 columns (>= 16 B)."""
+    for name in ("block_m", "block_n", "block_k"):
+        if getattr(cfg, name) > TMA_MAX_BOX:
+            return f"{name}={getattr(cfg, name)} > {TMA_MAX_BOX} (TMA box)"
+    if cfg.block_n // 2 * p.elem_bytes < TMA_ALIGN_BYTES:
+        return f"block_n={cfg.block_n}: half a row is under {TMA_ALIGN_BYTES} B"
+    return None
+
+
+def fits_shared_memory_tma(cfg: MatmulConfig, p: Problem) -> str | None:
+    """Pipeline stages plus the epilogue's staging buffer (half a C tile: the store is subtiled)."""
+    need = (cfg.block_m + cfg.block_n) * cfg.block_k * p.elem_bytes * cfg.num_stages
+    need += cfg.block_m * cfg.block_n // 2 * p.elem_bytes
+    return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
+
+
 def precision_applies(cfg: MatmulConfig, p: Problem) -> str | None:
     if p.dtype != torch.float32 and cfg.input_precision != "ieee":
         return "input_precision applies to float32 inputs only"
     return None
 
 
-TILE_RULES: tuple[Rule, ...] = (precision_applies, blocks_fit_problem, fits_shared_memory, fits_registers)
+TILE_RULES: tuple[Rule, ...] = (
+    precision_applies,
+    blocks_fit_problem,
+    fits_shared_memory,
+    fits_registers,
+    pipeline_fits_k_loop,
+    warps_have_work,
+)
+TMA_RULES: tuple[Rule, ...] = (
+    precision_applies,
+    blocks_fit_problem,
+    tma_strides_aligned,
+    tma_box_fits,
+    fits_shared_memory_tma,
+    fits_registers,
+    pipeline_fits_k_loop,
+    warps_have_work,
+    grouping_matters,
+)
 
 
 @dataclass(frozen=True)
@@ -141,12 +212,25 @@ class ConfigSpace:
         return sorted(kept)
 
 
+# Defaults for specs that leave an axis out. Widened where the H200 measurements said
+# (docs/perf-notes.md): 128x256x64 tiles with 8 warps lead on large squares, BLOCK_K 128 and
+# 4-5 stages on skinny K, split factors up to 32 on 256x256x65536; the rules above drop what
+# cannot fit (5 stages of 128x256x64 bf16 need 245,760 B) or cannot matter.
 _TILE_AXES = {
     "block_m": (64, 128),
-    "block_n": (64, 128),
-    "block_k": (32, 64),
+    "block_n": (64, 128, 256),
+    "block_k": (32, 64, 128),
     "num_warps": (4, 8),
-    "num_stages": (3,),
+    "num_stages": (3, 4, 5),
+}
+
+_TMA_AXES = {
+    "block_m": (64, 128),
+    "block_n": (64, 128, 256),
+    "block_k": (64, 128),
+    "group_m": (8,),
+    "num_warps": (4, 8),
+    "num_stages": (3, 4),
 }
 
 SPACES: dict[str, ConfigSpace] = {
@@ -154,8 +238,14 @@ SPACES: dict[str, ConfigSpace] = {
     "grouped": ConfigSpace("grouped", {**_TILE_AXES, "group_m": (1, 8)}, (*TILE_RULES, grouping_matters)),
     "splitk": ConfigSpace(
         "splitk",
-        {**_TILE_AXES, "group_m": (1,), "split_k": (1, 4, 16)},
+        {**_TILE_AXES, "group_m": (1,), "split_k": (1, 2, 4, 8, 16, 32)},
         (*TILE_RULES, grouping_matters, split_chunks_fill),
+    ),
+    "persistent_tma": ConfigSpace("persistent_tma", _TMA_AXES, TMA_RULES),
+    "persistent_tma_pad": ConfigSpace(
+        "persistent_tma_pad",
+        _TMA_AXES,
+        tuple(tma_needs_padding if rule is tma_strides_aligned else rule for rule in TMA_RULES),
     ),
     "library": ConfigSpace("library", {}, (precision_applies,), base=LIBRARY_CONFIG),
 }

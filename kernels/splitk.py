@@ -20,7 +20,7 @@ from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import split_range_jit, splitk_tile_jit
-from kernels.tile import tile_accumulate, tile_offsets
+from kernels.tile import row_alignment, tile_accumulate, tile_offsets
 
 
 @triton.jit
@@ -28,14 +28,15 @@ def _splitk_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_ck,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, ATOMIC: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    ALIGN: tl.constexpr = 1,
 ):
     """ATOMIC: add the partial tile into c. Otherwise store it to c + pid_k * stride_ck (a workspace)."""
     pid_m, pid_n, pid_k = splitk_tile_jit(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
                                           GROUP_M, SPLIT_K)
     k_start, k_end = split_range_jit(pid_k, K, SPLIT_K, BLOCK_K)
     acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn,
-                          pid_m, pid_n, k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION)
-    offsets, mask = tile_offsets(pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+                          pid_m, pid_n, k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
+    offsets, mask = tile_offsets(pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
     if ATOMIC:
         tl.atomic_add(c_ptr + offsets, acc, mask=mask, sem="relaxed")
     else:
@@ -52,6 +53,7 @@ def launch_split(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulC
         c.stride(-2), c.stride(-1), c.stride(0) if c.ndim == 3 else 0,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
         SPLIT_K=cfg.split_k, ATOMIC=atomic, INPUT_PRECISION=cfg.input_precision,
+        ALIGN=row_alignment(a, b, c),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 

@@ -15,12 +15,8 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
-from kernels.schedule import cdiv, grouped_tile_jit
-from kernels.tile import tile_accumulate, tile_offsets
-
-# Programs when the device cannot say how many SMs it has (the interpreter on a CPU): a few,
-# so that tiles are shared between programs as they are on a GPU.
-FALLBACK_PROGRAMS = 4
+from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
+from kernels.tile import row_alignment, tile_accumulate, tile_offsets
 
 
 def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
@@ -40,7 +36,7 @@ def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> li
 def _streamk_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, PROGRAMS,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, ALIGN: tl.constexpr = 1,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -56,8 +52,8 @@ def _streamk_kernel(
         pid_m, pid_n = grouped_tile_jit(tile, num_pid_m, num_pid_n, GROUP_M)
         k_start, k_end = k0 * BLOCK_K, tl.minimum(k1 * BLOCK_K, K)
         acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
-                              k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION)
-        offsets, mask = tile_offsets(pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+                              k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
+        offsets, mask = tile_offsets(pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
         if (k0 == 0) & (k1 == iters_per_tile):  # the whole tile is this program's: no one else adds to it
             tl.store(c_ptr + offsets, acc, mask=mask)
         else:
@@ -67,10 +63,8 @@ def _streamk_kernel(
 
 def streamk_programs(device: torch.device, m: int, n: int, k: int, cfg: MatmulConfig) -> int:
     """One program per SM, never more than there are K iterations to share."""
-    module = torch.get_device_module(device) if device.type != "cpu" else None
-    props = getattr(module, "get_device_properties", None)
-    sms = props(device).multi_processor_count if props else FALLBACK_PROGRAMS
-    return min(sms, cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cdiv(k, cfg.block_k))
+    iterations = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cdiv(k, cfg.block_k)
+    return min(multiprocessor_count(device), iterations)
 
 
 @register_variant("streamk", config_space="grouped", atomic=True)
@@ -83,7 +77,8 @@ def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         programs,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-        INPUT_PRECISION=cfg.input_precision, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        INPUT_PRECISION=cfg.input_precision, ALIGN=row_alignment(a, b, c),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return c if a.dtype == torch.float32 else c.to(a.dtype)
 

@@ -12,7 +12,7 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
-from kernels.tile import store_tile, tile_accumulate
+from kernels.tile import row_alignment, store_tile, tile_accumulate
 
 
 def tiled_tile(pid_m: int, pid_n: int) -> tuple[int, int]:
@@ -24,12 +24,13 @@ def tiled_tile(pid_m: int, pid_n: int) -> tuple[int, int]:
 def _tiled_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    ALIGN: tl.constexpr = 1,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn,
-                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION)
-    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
+    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
 
 
 @register_variant("tiled", config_space="tiled")
@@ -41,6 +42,7 @@ def tiled(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     _tiled_kernel[grid](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, INPUT_PRECISION=cfg.input_precision,
+        ALIGN=row_alignment(a, b, c),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return c

@@ -11,9 +11,12 @@ from kernels.space import (
     blocks_fit_problem,
     fits_registers,
     fits_shared_memory,
+    fits_shared_memory_tma,
     grouping_matters,
+    pipeline_fits_k_loop,
     precision_applies,
     split_chunks_fill,
+    warps_have_work,
 )
 from kernels.tuned import TunedConfigs
 
@@ -99,6 +102,44 @@ RULE_CASES = [
         Problem(256, 4096, 4096, BF16),
         "group_m=8 > 4 tile rows (same order as group_m=4)",
         id="group-over-rows",
+    ),
+    pytest.param(
+        pipeline_fits_k_loop,
+        MatmulConfig(64, 64, 128, split_k=16, num_stages=5),
+        Problem(512, 512, 4096, BF16),
+        "num_stages=5 > 2 K iterations + 1",
+        id="stages-over-k-loop",
+    ),
+    pytest.param(
+        pipeline_fits_k_loop,
+        MatmulConfig(64, 64, 128, split_k=8, num_stages=5),
+        Problem(512, 512, 4096, BF16),
+        None,
+        id="stages-fit-k-loop",
+    ),
+    pytest.param(
+        warps_have_work,
+        MatmulConfig(16, 64, 64, num_warps=8),
+        Problem(16, 4096, 4096, BF16),
+        "8 warps for 4 accumulators per thread",
+        id="eight-warps-tiny-tile",
+    ),
+    pytest.param(
+        warps_have_work, MatmulConfig(64, 64, 64, num_warps=8), Problem(64, 64, 64, BF16), None, id="warps-ok"
+    ),
+    pytest.param(
+        fits_shared_memory_tma,
+        MatmulConfig(128, 256, 64, num_warps=8, num_stages=4),
+        Problem(4096, 4096, 4096, BF16),
+        None,  # 196,608 B of stages + 32,768 B for half a C tile = 229,376 B
+        id="tma-smem-fits",
+    ),
+    pytest.param(
+        fits_shared_memory_tma,
+        MatmulConfig(256, 256, 64, num_warps=8, num_stages=3),
+        Problem(4096, 4096, 4096, BF16),
+        "needs 262144 B of shared memory > 232448",
+        id="tma-smem-epilogue",
     ),
     pytest.param(
         precision_applies,

@@ -7,7 +7,16 @@ import kernels
 import kernels.grouped
 from kernels import ConfigError, MatmulConfig, UnknownVariantError, get_variant, variant_names
 
-BUILT_INS = ["cublas", "grouped", "splitk", "splitk_det", "streamk", "tiled"]
+BUILT_INS = [
+    "cublas",
+    "grouped",
+    "persistent_tma",
+    "splitk",
+    "splitk_det",
+    "streamk",
+    "streamk_hybrid",
+    "tiled",
+]
 
 
 def test_unknown_variant_names_the_known_ones():

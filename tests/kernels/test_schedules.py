@@ -11,6 +11,7 @@ from kernels.schedule import (
     coverage_errors,
     grouped_tile,
     grouped_tile_jit,
+    persistent_tiles,
     split_range,
     split_range_jit,
     splitk_tile,
@@ -18,6 +19,7 @@ from kernels.schedule import (
     tile_coverage,
 )
 from kernels.streamk import streamk_work
+from kernels.streamk_hybrid import hybrid_split, hybrid_work
 from kernels.tiled import tiled_tile
 
 # (num_pid_m, num_pid_n, GROUP_M): multiples of the group, a short last group, a single partial
@@ -164,3 +166,63 @@ def test_streamk_covers_every_k_iteration_of_every_tile_once(tiles, iters, progr
         sum(k1 - k0 for _, k0, k1 in streamk_work(pid, tiles, iters, programs)) for pid in range(programs)
     ]
     assert max(shares) - min(shares) <= 1  # balanced to one iteration
+
+
+# (tiles, K iterations per tile, programs): full waves plus a partial one, whole waves only, fewer
+# tiles than programs (all stream-K), the 3000x5000 output in 128x256 tiles on 132 SMs.
+HYBRID_GRIDS = [
+    pytest.param(11, 5, 4, id="two-waves-and-3-tiles"),
+    pytest.param(12, 5, 4, id="whole-waves-only"),
+    pytest.param(3, 7, 4, id="fewer-tiles-than-programs"),
+    pytest.param(480, 16, 132, id="3000x5000x1000-on-132-SMs"),
+]
+
+
+def _units(work, tiles, iters, programs):
+    return [
+        (tile, k)
+        for pid in range(programs)
+        for tile, k0, k1 in work(pid, tiles, iters, programs)
+        for k in range(k0, k1)
+    ]
+
+
+@pytest.mark.parametrize(("tiles", "iters", "programs"), HYBRID_GRIDS)
+def test_hybrid_covers_every_k_iteration_of_every_tile_once(tiles, iters, programs):
+    assert sorted(_units(hybrid_work, tiles, iters, programs)) == [
+        (t, k) for t in range(tiles) for k in range(iters)
+    ]
+    data_parallel, shared = hybrid_split(tiles, programs)
+    assert data_parallel % programs == 0 and 0 <= shared < programs
+    for pid in range(programs):
+        pieces = hybrid_work(pid, tiles, iters, programs)
+        whole = [t for t, k0, k1 in pieces if t < data_parallel]
+        assert all((k0, k1) == (0, iters) for t, k0, k1 in pieces if t < data_parallel)  # full waves: whole
+        assert len(whole) == data_parallel // programs  # every program the same number of whole tiles
+    shares = [
+        sum(k1 - k0 for t, k0, k1 in hybrid_work(pid, tiles, iters, programs) if t >= data_parallel)
+        for pid in range(programs)
+    ]
+    assert max(shares) - min(shares) <= 1  # the last wave balanced to one iteration
+
+
+def _hybrid_work_rounding_up(pid, tiles, iters, programs):
+    """A planted bug: the data-parallel part rounded up to whole waves, past the last tile."""
+    data_parallel = -(-tiles // programs) * programs
+    return [(t, 0, iters) for t in range(pid, data_parallel, programs)]
+
+
+def test_coverage_check_catches_a_wave_rounding_bug():
+    assert sorted(_units(hybrid_work, 11, 2, 4)) == [(t, k) for t in range(11) for k in range(2)]  # control
+    units = _units(_hybrid_work_rounding_up, 11, 2, 4)
+    assert sorted(set(units)) != [(t, k) for t in range(11) for k in range(2)]
+    assert (11, 0) in units  # a tile outside the grid
+
+
+@pytest.mark.parametrize(("tiles", "programs"), [(10, 4), (4, 4), (3, 132), (480, 132)], ids=str)
+def test_persistent_programs_take_every_tile_once(tiles, programs):
+    programs = min(programs, tiles)  # the launcher never starts more programs than tiles
+    taken = [t for pid in range(programs) for t in persistent_tiles(pid, tiles, programs)]
+    assert sorted(taken) == list(range(tiles))
+    counts = [len(persistent_tiles(pid, tiles, programs)) for pid in range(programs)]
+    assert max(counts) - min(counts) <= 1

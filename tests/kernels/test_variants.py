@@ -19,6 +19,9 @@ CONFIGS = {
     ),
     "splitk_det": MatmulConfig(block_m=16, block_n=32, block_k=16, split_k=4, num_warps=4, num_stages=2),
     "streamk": MatmulConfig(block_m=32, block_n=16, block_k=16, group_m=2, num_warps=4, num_stages=2),
+    # 16x16 tiles: 12-72 tiles on the interpreter's 4 programs, so both the data-parallel waves and
+    # the shared last wave run.
+    "streamk_hybrid": MatmulConfig(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=4, num_stages=2),
     "cublas": LIBRARY_CONFIG,
 }
 VARIANTS = list(CONFIGS)

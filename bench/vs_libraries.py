@@ -1,0 +1,341 @@
+"""The dispatcher (`kernels.matmul`) against cuBLAS and torch.compile max-autotune, in one process.
+
+    # a piece per call (each well under 10 minutes on an H200); quick-tunes the tuned suites
+    python bench/vs_libraries.py --suite squares --dtypes bfloat16 --out $OUT/squares-bf16.csv \
+        --save-best $OUT/best-squares-bf16.json
+    # held-out shapes use only what the tuned suites chose (nearest tuned shape, never their own)
+    python bench/vs_libraries.py --suite heldout --best best-*.json --out $OUT/heldout.csv
+    # join the pieces, print the verdicts
+    python bench/vs_libraries.py merge $OUT/*.csv --out docs/bench/h200.csv
+
+Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config.
+triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned
+there, held-out shapes too); ours_ms is what `kernels.matmul` runs: a best-configs file from
+`--best` (the farm's export, or `--save-best` of earlier pieces), else the quick tuning of this
+run. Every time is `triton.testing.do_bench`'s median with L2 flushed between launches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+
+LLM_PROJECTIONS = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # (out, in) of an 8B model
+SUITES: dict[str, list[tuple[int, int, int]]] = {
+    "squares": [(s, s, s) for s in (1024, 2048, 4096, 8192, 16384)],
+    "skinny": [
+        (512, 512, 32768),
+        (256, 256, 65536),
+        (1024, 1024, 16384),
+        (128, 4096, 14336),
+        (64, 8192, 8192),
+    ],
+    "llm": [(t, n, k) for t in (16, 256, 2048, 8192) for n, k in LLM_PROJECTIONS],
+    "ragged": [
+        (3000, 5000, 1000),
+        (96, 7168, 2048),
+        (640, 640, 24576),
+        (1536, 1536, 3072),
+        (4096, 32001, 4096),  # a 32001-token vocabulary
+        (2048, 50257, 768),  # GPT-2's vocabulary
+        (495, 5333, 71),
+        (4097, 4097, 4097),
+    ],
+    # never in a tuning grid: served by the nearest tuned shape
+    "heldout": [
+        (3072, 3072, 3072),
+        (6144, 2048, 5120),
+        (768, 768, 12288),
+        (2000, 3000, 1500),
+        (100, 8192, 8192),
+        (5000, 5000, 200),
+        (1000, 14336, 4096),
+        (333, 4444, 5555),
+    ],
+}
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# Quick tuning: (block_m, block_n, block_k, num_warps, num_stages) per variant; 128x256x64 with 8
+# warps for large outputs (tutorial 09 and the farm's H200 sweeps), smaller tiles and splits for
+# skinny ones. Configs a variant's rules reject for the shape are skipped.
+BIG = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4)]
+SKINNY = [(64, 64, 128, 4, 4), (128, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
+QUICK = {
+    "persistent_tma": lambda skinny: (SKINNY if skinny else BIG, 8, (1,)),
+    "persistent_tma_pad": lambda skinny: (SKINNY[:2] if skinny else BIG[:2], 8, (1,)),  # odd N or K only
+    "grouped": lambda skinny: (SKINNY if skinny else BIG[:3], 8, (1,)),
+    "streamk_hybrid": lambda skinny: (SKINNY[:2] if skinny else BIG[:2], 8, (1,)),
+    "splitk": lambda skinny: (SKINNY, 1, (4, 8, 16, 32)) if skinny else ([], 1, (1,)),
+    "streamk": lambda skinny: (SKINNY[:2], 8, (1,)) if skinny else ([], 1, (1,)),
+}
+
+
+@dataclass
+class Row:
+    m: int
+    n: int
+    k: int
+    dtype: str
+    heldout: int
+    ours_ms: float
+    triton_ms: float
+    cublas_ms: float
+    inductor_ms: float
+    ours_variant: str
+    ours_config: str
+
+
+def bench(fn) -> float:
+    import triton
+
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")  # flushes L2 between runs
+
+
+def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype):
+    from kernels import MatmulConfig, Problem, get_variant
+
+    skinny = m * n <= 1024 * 1024 or min(m, n) <= 128
+    tiles, group_m, splits = QUICK[variant](skinny)
+    space = get_variant(variant).space
+    for bm, bn, bk, w, st in tiles:
+        for s in splits:
+            cfg = MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
+            if space.prune(cfg, Problem(m, n, k, dtype)) is None:
+                yield cfg
+
+
+def tune_shape(a, b, budget_end: float) -> list[dict]:
+    """Every quick config of every variant on this shape: entries in the best-configs format."""
+    from kernels import check_accuracy, get_variant, reference_matmul
+    from kernels.dispatch import device_name
+
+    m, k = a.shape
+    n = b.shape[1]
+    ref = reference_matmul(a, b)
+    entries = []
+    for variant in QUICK:
+        launch = get_variant(variant).launch
+        for cfg in quick_configs(variant, m, n, k, a.dtype):
+            if time.time() > budget_end:
+                return entries
+            try:
+                out = launch(a, b, cfg)
+                if not check_accuracy(out, ref, a.dtype, k).ok:
+                    print(f"  WRONG {variant} {cfg.key}", flush=True)
+                    continue
+                ms = bench(lambda: launch(a, b, cfg))  # noqa: B023 (called here)
+            except Exception as exc:  # out of resources and the like: skip the config
+                print(f"  skip {variant} {cfg.key}: {str(exc)[:120]}", flush=True)
+                continue
+            entries.append(_entry(device_name(a.device), a.dtype, m, n, k, variant, ms, cfg))
+    return entries
+
+
+def _entry(gpu, dtype, m, n, k, variant, ms, cfg) -> dict:
+    from kernels.space import dtype_name
+
+    return {
+        "gpu_name": gpu,
+        "dtype": dtype_name(dtype),
+        "m": m,
+        "n": n,
+        "k": k,
+        "variant": variant,
+        "ms": ms,
+        "tflops": 2 * m * n * k / ms * 1e-9,
+        "config": cfg.as_dict(),
+    }
+
+
+def _mm(x, y):
+    return torch.matmul(x, y)
+
+
+def inductor_ms(a, b) -> float:
+    torch._dynamo.reset()  # a fresh compile per shape: no recompile limit, no dynamic shapes
+    compiled = torch.compile(_mm, mode="max-autotune-no-cudagraphs", dynamic=False)
+    compiled(a, b)
+    return bench(lambda: compiled(a, b))
+
+
+def write_best(path: Path, entries: list[dict]) -> None:
+    path.write_text(
+        json.dumps({"format": "triton-matmul-farm/best-configs", "version": 1, "entries": entries})
+    )
+
+
+def merge_best(paths: list[str], into: Path) -> Path:
+    entries = []
+    for p in paths:
+        entries += json.loads(Path(p).read_text())["entries"]
+    write_best(into, entries)
+    return into
+
+
+def run(args) -> list[Row]:
+    from kernels import LIBRARY_CONFIG
+    from kernels.dispatch import Dispatcher, device_name
+
+    device = torch.device(args.device)
+    start = time.time()
+    budget_end = start + args.budget_s
+    rows: list[Row] = []
+    tuned_entries: list[dict] = []
+    best_path = merge_best(args.best, Path(args.out).with_suffix(".best-in.json")) if args.best else None
+    for suite in args.suite:
+        heldout = suite == "heldout"
+        if heldout and best_path is None and not tuned_entries:
+            sys.exit("the heldout suite needs --best (or tuned suites earlier in the same run)")
+        for dtype_name_ in args.dtypes:
+            dtype = DTYPES[dtype_name_]
+            for m, n, k in SUITES[suite]:
+                if args.only and f"{m}x{n}x{k}" not in args.only:
+                    continue
+                if time.time() > budget_end:
+                    print(f"budget of {args.budget_s} s spent: stopping before {m}x{n}x{k}", flush=True)
+                    return _finish(rows, tuned_entries, args)
+                gen = torch.Generator(device=device).manual_seed(m + 3 * n + 7 * k)
+                a = torch.randn((m, k), device=device, dtype=dtype, generator=gen)
+                b = torch.randn((k, n), device=device, dtype=dtype, generator=gen)
+                t0 = time.time()
+                cublas = bench(lambda: torch.matmul(a, b))  # noqa: B023
+                entries = tune_shape(a, b, budget_end)
+                triton_best = min(entries, key=lambda e: e["ms"]) if entries else None
+                if not heldout:
+                    library = _entry(device_name(device), dtype, m, n, k, "cublas", cublas, LIBRARY_CONFIG)
+                    tuned_entries += [*entries, library]
+                source = best_path or _tmp_best(tuned_entries, args)
+                dispatch = Dispatcher.load(source)
+                choice = dispatch.choose(m, n, k, dtype, device_name(device))
+                ours = bench(lambda: dispatch(a, b))  # noqa: B023
+                ind = math.nan if args.no_inductor else inductor_ms(a, b)
+                row = Row(
+                    m, n, k, dtype_name_, int(heldout), ours, triton_best["ms"] if triton_best else math.nan,
+                    cublas, ind, choice.variant, choice.config.key,
+                )  # fmt: skip
+                rows.append(row)
+                base = min(cublas, ind) if not math.isnan(ind) else cublas
+                print(
+                    f"{suite:8s} {dtype_name_:9s} {m:>6d}x{n:<6d}x{k:<6d}"
+                    f" ours {ours:8.4f} ms ({choice.variant}) triton {row.triton_ms:8.4f}"
+                    f" cublas {cublas:8.4f} inductor {ind:8.4f}"
+                    f"  lib/ours {base / ours:5.2f}  [{time.time() - t0:4.0f} s]",
+                    flush=True,
+                )
+    return _finish(rows, tuned_entries, args)
+
+
+def _tmp_best(entries: list[dict], args) -> Path:
+    path = Path(args.out).with_suffix(".best-run.json")
+    write_best(path, entries)
+    return path
+
+
+def _finish(rows: list[Row], tuned_entries: list[dict], args) -> list[Row]:
+    write_csv(Path(args.out), rows)
+    if args.save_best:
+        write_best(Path(args.save_best), tuned_entries)
+    return rows
+
+
+def write_csv(path: Path, rows: list[Row]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([fl.name for fl in fields(Row)])
+        for row in rows:
+            writer.writerow(list(asdict(row).values()))
+
+
+def read_csv(paths: list[str]) -> list[Row]:
+    rows = []
+    for p in paths:
+        with open(p, newline="") as f:
+            for r in csv.DictReader(f):
+                rows.append(
+                    Row(
+                        int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"], int(r["heldout"]),
+                        float(r["ours_ms"]), float(r["triton_ms"]), float(r["cublas_ms"]),
+                        float(r["inductor_ms"]), r["ours_variant"], r["ours_config"],
+                    )
+                )  # fmt: skip
+    return rows
+
+
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0 and not math.isnan(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
+
+
+def verdicts(rows: list[Row]) -> list[str]:
+    """The acceptance numbers: ratios > 1 mean this project is faster."""
+
+    def lib(r: Row) -> float:
+        return r.cublas_ms if math.isnan(r.inductor_ms) else min(r.cublas_ms, r.inductor_ms)
+
+    tuned = [lib(r) / r.ours_ms for r in rows if not r.heldout]
+    held = [lib(r) / r.ours_ms for r in rows if r.heldout]
+    worst = min(rows, key=lambda r: lib(r) / r.ours_ms) if rows else None
+    squares = [r.cublas_ms / r.triton_ms for r in rows if r.m == r.n == r.k and r.m >= 2048]
+    skinny = [r.cublas_ms / r.triton_ms for r in rows if (r.m, r.n, r.k) in SUITES["skinny"]]
+    ragged = [r.cublas_ms / r.triton_ms for r in rows if (r.m, r.n, r.k) in SUITES["ragged"]]
+    lines = [
+        f"geomean lib/ours, tuned suites: {geomean(tuned):.3f} (goal >= 1.0, {len(tuned)} rows)",
+        f"geomean lib/ours, held-out:     {geomean(held):.3f} (goal >= 0.95, {len(held)} rows)",
+        f"own Triton vs cuBLAS, squares >= 2048: min {min(squares, default=math.nan):.3f} (goal >= 0.97)",
+        f"own Triton vs cuBLAS, skinny-K:        min {min(skinny, default=math.nan):.3f} (goal >= 1.0)",
+        f"own Triton vs cuBLAS, ragged:          min {min(ragged, default=math.nan):.3f} (goal >= 0.85)",
+    ]
+    if worst is not None:
+        lines.append(
+            f"worst lib/ours: {lib(worst) / worst.ours_ms:.3f} at {worst.m}x{worst.n}x{worst.k} {worst.dtype}"
+            f" ({worst.ours_variant}) (goal >= 0.80)"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "merge":
+        parser = argparse.ArgumentParser(prog="vs_libraries.py merge")
+        parser.add_argument("csvs", nargs="+")
+        parser.add_argument("--out", default="docs/bench/h200.csv")
+        args = parser.parse_args(argv[1:])
+        rows = read_csv(args.csvs)
+        write_csv(Path(args.out), rows)
+        print("\n".join(verdicts(rows)))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suite", nargs="+", choices=list(SUITES), default=["ragged"])
+    parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=["bfloat16"])
+    parser.add_argument(
+        "--best", nargs="*", default=[], help="best-configs JSON files (farm export or --save-best)"
+    )
+    parser.add_argument("--save-best", help="write this run's quick tuning as a best-configs JSON")
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "vs_libraries.csv"))
+    parser.add_argument("--budget-s", type=float, default=480, help="start no new shape after this")
+    parser.add_argument(
+        "--no-inductor", action="store_true", help="skip torch.compile (its autotuning is slow)"
+    )
+    parser.add_argument("--only", nargs="*", default=[], help="shapes MxNxK of the suites to run (pieces)")
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args(argv)
+    rows = run(args)
+    print(f"\nwrote {len(rows)} rows to {args.out}")
+    print("\n".join(verdicts(rows)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""`kernels.matmul(a, b)`: the variant and config the farm measured fastest for this GPU and shape.
+
+    import kernels
+    kernels.matmul.load("best.json")   # `farm export-best --out best.json`; or $FARM_BEST_CONFIGS
+    c = kernels.matmul(a, b)
+
+Nothing is tuned at call time. The file is read once; each (shape, dtype, device) is decided once
+and remembered. A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
+and k), preferring shapes of the same bucket (`shape_bucket`: a decode-sized M, a skinny output
+with long K, or the rest), and at that shape the fastest entry whose config is legal for the
+actual problem (the variant's own pruning rules: an unaligned N rules out TMA, a short K rules
+out a split). Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file does not
+know, or no file at all, runs torch.matmul after a one-time warning.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from kernels.config import LIBRARY_CONFIG, MatmulConfig
+from kernels.persistent_tma import TmaUnsupported
+from kernels.registry import UnknownVariantError, get_variant
+from kernels.space import Problem, dtype_name
+from kernels.tuned import TunedConfigs, TunedEntry
+
+BEST_CONFIGS_ENV = "FARM_BEST_CONFIGS"
+LIBRARY = "cublas"
+# Buckets, from the H200 measurements: at M <= 64 (decode) the weights' read dominates and split-K
+# or cuBLAS's GEMV-like kernels win; with an output under 1024x1024 and K >= 8x its side, split-K
+# and stream-K win (512x512x32768: 468 vs 310 TFLOP/s for cuBLAS vs inductor); the rest is tiled.
+DECODE_M = 64
+SKINNY_OUTPUT = 1024 * 1024
+SKINNY_K_RATIO = 8
+
+
+def shape_bucket(m: int, n: int, k: int) -> str:
+    if m <= DECODE_M or n <= DECODE_M:
+        return "decode"
+    if m * n <= SKINNY_OUTPUT and k >= SKINNY_K_RATIO * math.sqrt(m * n):
+        return "skinny_k"
+    return "tiled"
+
+
+def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    return sum(abs(math.log(x / y)) for x, y in zip(a, b))
+
+
+@dataclass(frozen=True)
+class Choice:
+    variant: str
+    config: MatmulConfig
+    tuned_shape: tuple[int, int, int] | None  # the measured shape it came from; None for the fallback
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU name the farm records (`farm/gpu.py`); the interpreter's rows say so."""
+    if device.type == "cpu":
+        return "CPU (Triton interpreter)"
+    return torch.get_device_module(device).get_device_name(device)
+
+
+class Dispatcher:
+    """Decisions from one best-configs file; `dispatcher(a, b)` multiplies."""
+
+    def __init__(self, tuned: TunedConfigs | None, *, gpu_name: str | None = None):
+        self.gpu_name = gpu_name  # None: the name of each call's device
+        # (gpu, dtype) -> shape -> entries, fastest first
+        self._table: dict[tuple[str, str], dict[tuple[int, int, int], list[TunedEntry]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for entry in tuned.entries if tuned is not None else []:
+            self._table[entry.gpu_name, entry.dtype][entry.m, entry.n, entry.k].append(entry)
+        for shapes in self._table.values():
+            for entries in shapes.values():
+                entries.sort(key=lambda e: e.ms)
+        self._decided: dict[tuple, Choice] = {}
+        self._warned: set[str] = set()
+
+    @classmethod
+    def load(cls, path: str | Path, *, gpu_name: str | None = None) -> Dispatcher:
+        return cls(TunedConfigs.load(path), gpu_name=gpu_name)
+
+    def choose(self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str) -> Choice:
+        key = (m, n, k, dtype, gpu_name)
+        if key not in self._decided:
+            self._decided[key] = self._choose(m, n, k, dtype, gpu_name)
+        return self._decided[key]
+
+    def _choose(self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str) -> Choice:
+        shapes = self._table.get((gpu_name, dtype_name(dtype)))
+        if not shapes:
+            if gpu_name not in self._warned:
+                self._warned.add(gpu_name)
+                message = f"no tuned configs for {gpu_name} ({dtype_name(dtype)}); using torch.matmul"
+                warnings.warn(f"kernels.matmul: {message}", stacklevel=4)
+            return Choice(LIBRARY, LIBRARY_CONFIG, None)
+        bucket = shape_bucket(m, n, k)
+        order = sorted(
+            shapes,
+            key=lambda s: (shape_bucket(*s) != bucket, shape_distance(s, (m, n, k))),
+        )
+        problem = Problem(m, n, k, dtype)
+        for shape in order:
+            for entry in shapes[shape]:
+                if entry.variant == LIBRARY:
+                    return Choice(LIBRARY, LIBRARY_CONFIG, shape)
+                try:
+                    variant = get_variant(entry.variant)
+                except UnknownVariantError:  # a plugin's variant, not loaded in this program
+                    continue
+                if variant.space.prune(entry.config, problem) is None:
+                    return Choice(entry.variant, entry.config, shape)
+        return Choice(LIBRARY, LIBRARY_CONFIG, None)
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        gpu_name = self.gpu_name or device_name(a.device)
+        choice = self.choose(a.shape[0], b.shape[-1], a.shape[-1], a.dtype, gpu_name)
+        if choice.variant == LIBRARY:
+            return torch.matmul(a, b)
+        try:
+            return get_variant(choice.variant).launch(a, b, choice.config)
+        except TmaUnsupported:  # a layout the shape could not tell (a strided view): the library
+            return torch.matmul(a, b)
+
+
+class Matmul:
+    """`kernels.matmul`: a Dispatcher loaded on first use from `load(path)` or $FARM_BEST_CONFIGS."""
+
+    def __init__(self) -> None:
+        self._dispatcher: Dispatcher | None = None
+
+    def load(self, path: str | Path, *, gpu_name: str | None = None) -> Dispatcher:
+        self._dispatcher = Dispatcher.load(path, gpu_name=gpu_name)
+        return self._dispatcher
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        if self._dispatcher is None:
+            path = os.environ.get(BEST_CONFIGS_ENV)
+            self._dispatcher = Dispatcher.load(path) if path else Dispatcher(None)
+        return self._dispatcher
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return self.dispatcher(a, b)
+
+
+matmul = Matmul()

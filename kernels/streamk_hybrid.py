@@ -1,0 +1,182 @@
+"""`streamk_hybrid`: data-parallel for the full waves, stream-K for the last partial wave only.
+
+With P programs (one per SM) and T output tiles, the first floor(T / P) * P tiles go whole to
+programs pid, pid + P, ... (no atomics, stored in the output dtype), and only the K iterations
+of the remaining T mod P tiles are shared out in equal contiguous ranges, as `streamk` shares all
+of them. Plain stream-K pays fp32 atomics on every tile and a zeroed fp32 copy of C converted
+afterwards; here a 3000x5000 output in 128x256 tiles (480 tiles on 132 SMs) keeps 396 tiles
+data-parallel and shares 84.
+
+Shared tiles are summed in an fp32 workspace of (T mod P) tiles (zeroed, under one wave of
+tiles: 84 x 128 KiB = 10.5 MiB for the example) with fp32 atomics. Each contributor then adds
+its iteration count to the tile's counter (release, after a CTA barrier so all its threads'
+adds are done); the contributor that brings the count to the tile's K iterations is the last,
+and it reads the sum (acquire; loads that bypass L1) and stores the tile in the output dtype.
+No program waits on another, so no schedule can deadlock, the interpreter's sequential one
+included. Sums of shared tiles depend on the atomics' order: not bitwise reproducible.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.config import MatmulConfig
+from kernels.operands import check_operands
+from kernels.registry import register_variant
+from kernels.schedule import grouped_tile_jit
+from kernels.streamk import streamk_programs, streamk_work
+from kernels.tile import row_alignment, store_tile, tile_accumulate
+
+
+def hybrid_split(tiles: int, programs: int) -> tuple[int, int]:
+    """(data-parallel tiles, stream-K tiles): the full waves, and the last partial wave."""
+    data_parallel = tiles // programs * programs
+    return data_parallel, tiles - data_parallel
+
+
+def hybrid_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
+    """(tile, first K iteration, end K iteration) pieces program pid computes, in order."""
+    data_parallel, shared = hybrid_split(tiles, programs)
+    pieces = [(tile, 0, iters_per_tile) for tile in range(pid, data_parallel, programs)]
+    pieces += [
+        (data_parallel + tile, k0, k1) for tile, k0, k1 in streamk_work(pid, shared, iters_per_tile, programs)
+    ]
+    return pieces
+
+
+@triton.jit
+def _streamk_hybrid_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    ws_ptr,
+    counts_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    PROGRAMS,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+    ALIGN: tl.constexpr = 1,
+):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    iters_per_tile = tl.cdiv(K, BLOCK_K)
+    tiles = num_pid_m * num_pid_n
+    data_parallel = tiles // PROGRAMS * PROGRAMS
+    for tile in range(pid, data_parallel, PROGRAMS):  # the full waves: whole tiles, plain stores
+        pid_m, pid_n = grouped_tile_jit(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = tile_accumulate(
+            a_ptr,
+            b_ptr,
+            M,
+            N,
+            stride_am,
+            stride_ak,
+            stride_bk,
+            stride_bn,
+            pid_m,
+            pid_n,
+            0,
+            K,
+            BLOCK_M,
+            BLOCK_N,
+            BLOCK_K,
+            INPUT_PRECISION,
+            ALIGN,
+        )
+        store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+    # The last partial wave: equal shares of its K iterations (`streamk_work`).
+    total = (tiles - data_parallel) * iters_per_tile
+    it = pid * total // PROGRAMS
+    end = (pid + 1) * total // PROGRAMS
+    ws_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    while it < end:
+        shared_tile = it // iters_per_tile
+        k0 = it % iters_per_tile
+        k1 = tl.minimum(iters_per_tile, k0 + end - it)
+        pid_m, pid_n = grouped_tile_jit(data_parallel + shared_tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = tile_accumulate(
+            a_ptr,
+            b_ptr,
+            M,
+            N,
+            stride_am,
+            stride_ak,
+            stride_bk,
+            stride_bn,
+            pid_m,
+            pid_n,
+            k0 * BLOCK_K,
+            tl.minimum(k1 * BLOCK_K, K),
+            BLOCK_M,
+            BLOCK_N,
+            BLOCK_K,
+            INPUT_PRECISION,
+            ALIGN,
+        )
+        if (k0 == 0) & (k1 == iters_per_tile):  # the whole tile is this program's
+            store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+        else:
+            ws_tile = ws_ptr + shared_tile * (BLOCK_M * BLOCK_N) + ws_offsets
+            tl.atomic_add(ws_tile, acc, sem="relaxed")
+            tl.debug_barrier()  # every thread's adds precede the release below
+            before = tl.atomic_add(counts_ptr + shared_tile, k1 - k0, sem="acq_rel")
+            if before + (k1 - k0) == iters_per_tile:  # the last contributor stores the sum
+                total_acc = tl.load(ws_tile, cache_modifier=".cg")
+                store_tile(
+                    c_ptr, total_acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN
+                )
+        it += k1 - k0
+
+
+@register_variant("streamk_hybrid", config_space="grouped", atomic=True)
+def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """Full waves data-parallel, stream-K over the last partial wave (fp32 workspace, last one stores)."""
+    m, n, k = check_operands(a, b, cfg)
+    programs = streamk_programs(a.device, m, n, k, cfg)
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    _, shared = hybrid_split(tiles, programs)
+    # Whole waves only (shared == 0): nothing is shared, so no memset; the kernel never touches these.
+    alloc = torch.zeros if shared else torch.empty
+    ws = alloc((max(shared, 1), cfg.block_m, cfg.block_n), device=a.device, dtype=torch.float32)
+    counts = alloc((max(shared, 1),), device=a.device, dtype=torch.int32)
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    _streamk_hybrid_kernel[(programs,)](
+        a,
+        b,
+        c,
+        ws,
+        counts,
+        m,
+        n,
+        k,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        c.stride(0),
+        c.stride(1),
+        programs,
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        BLOCK_K=cfg.block_k,
+        GROUP_M=cfg.group_m,
+        INPUT_PRECISION=cfg.input_precision,
+        ALIGN=row_alignment(a, b, c),
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return c

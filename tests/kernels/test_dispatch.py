@@ -1,0 +1,120 @@
+"""kernels.matmul: decisions from a tiny best-configs file, no tuning at call time."""
+
+import json
+import warnings
+
+import pytest
+import torch
+
+import kernels
+from kernels import MatmulConfig, check_accuracy, reference_matmul
+from kernels.dispatch import BEST_CONFIGS_ENV, Dispatcher, Matmul, shape_bucket
+
+GPU = "CPU (Triton interpreter)"  # what the farm records for interpreter rows, and device_name("cpu")
+SMALL = MatmulConfig(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=4, num_stages=2)
+SPLIT = SMALL.replace(group_m=1, split_k=4)
+TMA = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
+
+
+def _entry(shape, variant, ms, cfg=None, gpu=GPU, dtype="float16"):
+    cfg = cfg or kernels.LIBRARY_CONFIG
+    m, n, k = shape
+    return {"gpu_name": gpu, "dtype": dtype, "m": m, "n": n, "k": k, "variant": variant, "ms": ms,
+            "tflops": 2 * m * n * k / ms * 1e-9, "config": cfg.as_dict()}  # fmt: skip
+
+
+def _write(tmp_path, entries):
+    path = tmp_path / "best.json"
+    path.write_text(
+        json.dumps({"format": "triton-matmul-farm/best-configs", "version": 1, "entries": entries})
+    )
+    return path
+
+
+@pytest.fixture
+def best(tmp_path):
+    return _write(
+        tmp_path,
+        [
+            _entry((48, 40, 64), "grouped", 0.010, SMALL),
+            _entry((48, 40, 64), "cublas", 0.012),
+            _entry((200, 200, 800), "grouped", 0.020, SMALL),  # tiled bucket, nearest to 200x200x1700
+            _entry((128, 128, 4096), "splitk", 0.030, SPLIT),  # skinny-K bucket
+            _entry((128, 128, 4096), "grouped", 0.050, SMALL),
+            _entry((512, 512, 512), "cublas", 0.040),
+            _entry((512, 512, 512), "grouped", 0.045, SMALL),
+            _entry((96, 96, 96), "persistent_tma", 0.010, TMA),
+            _entry((96, 96, 96), "grouped", 0.011, SMALL),
+        ],
+    )
+
+
+def test_exact_shape_runs_the_fastest_variant(device, best):
+    dispatch = Dispatcher.load(best)
+    choice = dispatch.choose(48, 40, 64, torch.float16, GPU)
+    assert (choice.variant, choice.config, choice.tuned_shape) == ("grouped", SMALL, (48, 40, 64))
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randn((48, 64), generator=gen).half().to(device)
+    b = torch.randn((64, 40), generator=gen).half().to(device)
+    c = Dispatcher.load(best, gpu_name=GPU)(a, b)  # the interpreter's name, on a GPU too
+    assert check_accuracy(c, reference_matmul(a, b), a.dtype, 64).ok
+
+
+@pytest.mark.parametrize(
+    ("shape", "bucket"),
+    [((16, 4096, 4096), "decode"), ((512, 512, 32768), "skinny_k"), ((3000, 5000, 1000), "tiled")],
+    ids=["decode", "skinny-k", "tiled"],
+)
+def test_shape_buckets(shape, bucket):
+    assert shape_bucket(*shape) == bucket
+
+
+def test_nearest_shape_of_the_same_bucket_wins(best):
+    dispatch = Dispatcher.load(best)
+    # 200x200x800 is nearer in log space (0.75 against 1.77) but tiled; 200x200x1700 is skinny-K.
+    choice = dispatch.choose(200, 200, 1700, torch.float16, GPU)
+    assert (choice.variant, choice.tuned_shape) == ("splitk", (128, 128, 4096))
+    assert dispatch.choose(220, 210, 700, torch.float16, GPU).tuned_shape == (200, 200, 800)  # control
+
+
+def test_cublas_runs_where_it_won(best):
+    choice = Dispatcher.load(best).choose(500, 520, 480, torch.float16, GPU)
+    assert (choice.variant, choice.tuned_shape) == ("cublas", (512, 512, 512))
+
+
+def test_configs_illegal_for_the_problem_are_skipped(best):
+    dispatch = Dispatcher.load(best)
+    assert dispatch.choose(96, 96, 96, torch.float16, GPU).variant == "persistent_tma"  # control
+    # N = 97 halves is 194 B a row: no TMA descriptor; the next entry at that shape serves it.
+    assert dispatch.choose(96, 97, 96, torch.float16, GPU).variant == "grouped"
+
+
+def test_unknown_gpu_warns_once_and_uses_torch(best):
+    dispatch = Dispatcher.load(best, gpu_name="NVIDIA B200")
+    a, b = torch.randn(8, 16), torch.randn(16, 8)
+    with pytest.warns(UserWarning, match=r"no tuned configs for NVIDIA B200 \(float32\); using torch.matmul"):
+        c = dispatch(a, b)
+    assert torch.equal(c, torch.matmul(a, b))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second warning would raise here
+        assert dispatch.choose(8, 9, 16, torch.float32, "NVIDIA B200").variant == "cublas"
+    assert dispatch.choose(48, 40, 64, torch.float16, GPU).variant == "grouped"  # control: a known GPU
+
+
+def test_decisions_are_made_once(best, monkeypatch):
+    dispatch = Dispatcher.load(best)
+    first = dispatch.choose(48, 40, 64, torch.float16, GPU)
+    monkeypatch.setattr(dispatch, "_choose", lambda *args: pytest.fail("decided twice"))
+    assert dispatch.choose(48, 40, 64, torch.float16, GPU) is first
+
+
+def test_matmul_loads_from_its_argument_then_the_environment(tmp_path, best, monkeypatch):
+    (tmp_path / "env").mkdir()
+    other = _write(tmp_path / "env", [_entry((48, 40, 64), "cublas", 0.001)])
+    monkeypatch.setenv(BEST_CONFIGS_ENV, str(other))
+    from_env = Matmul()
+    assert from_env.dispatcher.choose(48, 40, 64, torch.float16, GPU).variant == "cublas"
+    explicit = Matmul()
+    explicit.load(best)
+    assert explicit.dispatcher.choose(48, 40, 64, torch.float16, GPU).variant == "grouped"
+    assert isinstance(kernels.matmul, Matmul)

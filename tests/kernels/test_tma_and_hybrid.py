@@ -1,0 +1,197 @@
+"""persistent_tma (TMA descriptors; Triton 3.9's interpreter emulates host descriptors) and
+streamk_hybrid's shared-tile fixup, plus the row-alignment hint the pointer kernels rely on."""
+
+import math
+
+import pytest
+import torch
+import triton
+
+from kernels import MatmulConfig, check_accuracy, get_variant, reference_matmul
+from kernels.persistent_tma import TmaUnsupported, tma_device_error
+from kernels.space import Problem, tma_box_fits, tma_needs_padding, tma_strides_aligned
+from kernels.streamk_hybrid import _streamk_hybrid_kernel, hybrid_split
+from kernels.tile import row_alignment
+
+DTYPES = [
+    pytest.param(dt, id=str(dt).removeprefix("torch."))
+    for dt in (torch.float16, torch.bfloat16, torch.float32)
+]
+TMA_CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
+# Ragged but TMA-legal: N and K multiples of 8 (16 bytes in fp16/bf16), none a multiple of the
+# blocks; 4-12 tiles on the interpreter's 4 programs, so programs walk several tiles.
+TMA_SHAPES = [
+    pytest.param(37, 56, 200, id="37x56x200"),
+    pytest.param(100, 40, 24, id="100x40x24"),
+    pytest.param(17, 136, 40, id="17x136x40"),
+    pytest.param(1, 64, 8, id="1x64x8-k-under-block"),
+]
+
+
+def _random(shape, dtype, device, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=gen).to(dtype).to(device)
+
+
+def _assert_close(c, a, b):
+    acc = check_accuracy(c, reference_matmul(a, b), a.dtype, a.shape[1])
+    assert c.shape == (a.shape[0], b.shape[1]) and c.dtype == a.dtype
+    assert acc.ok, f"rel_err {acc.rel_err:.3g} > tolerance {acc.tolerance:.3g}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("m", "n", "k"), TMA_SHAPES)
+def test_persistent_tma_matches_fp64(device, m, n, k, dtype):
+    a, b = _random((m, k), dtype, device, 1), _random((k, n), dtype, device, 2)
+    _assert_close(get_variant("persistent_tma").launch(a, b, TMA_CFG), a, b)
+
+
+TMA_LAYOUTS = {
+    "a-column-major": lambda dt, dev: (_random((48, 40), dt, dev, 3).t(), _random((48, 56), dt, dev, 4)),
+    "b-column-major": lambda dt, dev: (_random((40, 48), dt, dev, 3), _random((56, 48), dt, dev, 4).t()),
+    "both-column-major": lambda dt, dev: (
+        _random((48, 40), dt, dev, 3).t(),
+        _random((56, 48), dt, dev, 4).t(),
+    ),
+    "padded-rows": lambda dt, dev: (
+        _random((40, 64), dt, dev, 3)[:, :48],
+        _random((48, 64), dt, dev, 4)[:, :56],
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", list(TMA_LAYOUTS))
+def test_persistent_tma_reads_either_orientation(device, layout):
+    a, b = TMA_LAYOUTS[layout](torch.bfloat16, device)
+    _assert_close(get_variant("persistent_tma").launch(a, b, TMA_CFG), a, b)
+
+
+ODD = [
+    pytest.param((40, 33), (33, 56), "A (40, 33) has a leading stride of 33 elements", id="k-odd"),
+    pytest.param((40, 48), (48, 50), "B (48, 50) has a leading stride of 50 elements", id="n-unaligned"),
+    pytest.param((40, 48), (48, 48), "block_n=512 > 256", id="box-too-large"),
+]
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape", "message"), ODD)
+def test_persistent_tma_refuses_what_tma_cannot_describe(device, a_shape, b_shape, message):
+    a, b = _random(a_shape, torch.bfloat16, device, 5), _random(b_shape, torch.bfloat16, device, 6)
+    cfg = TMA_CFG.replace(block_n=512) if message.startswith("block_n") else TMA_CFG
+    with pytest.raises(TmaUnsupported, match=message.replace("(", r"\(").replace(")", r"\)")):
+        get_variant("persistent_tma").launch(a, b, cfg)
+
+
+# Odd sizes: N = 50 (100 B rows), K = 41, M = 45 with A column-major; fp32 too.
+PAD_CASES = [
+    pytest.param(37, 50, 200, torch.bfloat16, False, id="n50-bf16"),
+    pytest.param(100, 70, 41, torch.float16, False, id="k41-fp16"),
+    pytest.param(45, 33, 70, torch.float32, True, id="a-column-major-fp32"),
+    pytest.param(37, 56, 200, torch.bfloat16, False, id="aligned-control"),
+]
+
+
+@pytest.mark.parametrize(("m", "n", "k", "dtype", "a_column_major"), PAD_CASES)
+def test_persistent_tma_pad_serves_odd_sizes(device, m, n, k, dtype, a_column_major):
+    a = _random((k, m), dtype, device, 11).t() if a_column_major else _random((m, k), dtype, device, 11)
+    b = _random((k, n), dtype, device, 12)
+    c = get_variant("persistent_tma_pad").launch(a, b, TMA_CFG)
+    _assert_close(c, a, b)
+    assert (c.stride(0) * c.element_size()) % 16 == 0 and c.stride(0) - n < 16 // c.element_size()
+
+
+def test_padding_variant_stays_off_aligned_shapes():
+    cfg = MatmulConfig(128, 128, 64)
+    assert tma_needs_padding(cfg, Problem(4096, 32001, 4096, torch.bfloat16)) is None
+    assert tma_needs_padding(cfg, Problem(3000, 5000, 1000, torch.bfloat16)) == (
+        "N and K rows are 16-byte aligned: persistent_tma needs no padding"
+    )
+
+
+def test_persistent_tma_says_which_gpus_lack_tma(monkeypatch):
+    class Ampere:
+        get_device_capability = staticmethod(lambda device: (8, 0))
+        get_device_name = staticmethod(lambda device: "NVIDIA A100")
+
+    monkeypatch.setattr(torch, "get_device_module", lambda device: Ampere)
+    assert tma_device_error(torch.device("meta")) == (
+        "persistent_tma needs TMA (compute capability >= 9.0); NVIDIA A100 is 8.0"
+    )
+    monkeypatch.setattr(Ampere, "get_device_capability", staticmethod(lambda device: (9, 0)))
+    assert tma_device_error(torch.device("meta")) is None  # Hopper: control
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "dtype", "reason"),
+    [
+        pytest.param(3000, 5000, 1000, torch.bfloat16, None, id="3000x5000x1000-bf16-aligned"),
+        pytest.param(64, 32001, 4096, torch.bfloat16, "N=32001 x 2 B", id="vocab-32001"),
+        pytest.param(64, 4096, 4099, torch.float16, "K=4099 x 2 B", id="k-4099"),
+        pytest.param(64, 4100, 4096, torch.float32, None, id="fp32-n-4100-aligned"),
+        pytest.param(64, 4100, 4096, torch.bfloat16, "N=4100 x 2 B", id="bf16-n-4100"),
+    ],
+)
+def test_tma_pruning_rule_names_the_unaligned_size(m, n, k, dtype, reason):
+    got = tma_strides_aligned(MatmulConfig(128, 128, 64), Problem(m, n, k, dtype))
+    assert (got is None) if reason is None else got.startswith(reason)
+
+
+def test_tma_box_rule():
+    p = Problem(4096, 4096, 4096, torch.bfloat16)
+    assert tma_box_fits(MatmulConfig(128, 256, 64), p) is None
+    assert tma_box_fits(MatmulConfig(512, 128, 64), p) == "block_m=512 > 256 (TMA box)"
+
+
+# The shared-tile fixup: a planted fault (stale tile counters, as if the launcher forgot to zero
+# them) against its control. With stale counts no contributor sees itself last, the shared tiles
+# are never stored, and the NaN the output started with shows.
+@pytest.mark.parametrize("stale", [False, True], ids=["zeroed-counters", "stale-counters"])
+def test_hybrid_fixup_needs_zeroed_counters(device, stale):
+    m, n, k, programs = 37, 50, 200, 5
+    a, b = _random((m, k), torch.float16, device, 7), _random((k, n), torch.float16, device, 8)
+    tiles = triton.cdiv(m, 16) * triton.cdiv(n, 16)  # 12 tiles on 5 programs: 2 whole waves, 2 shared
+    _, shared = hybrid_split(tiles, programs)
+    assert shared == 2
+    ws = torch.zeros((shared, 16, 16), device=device)
+    counts = torch.full((shared,), 1 if stale else 0, dtype=torch.int32, device=device)
+    c = torch.full((m, n), math.nan, dtype=torch.float16, device=device)
+    _streamk_hybrid_kernel[(programs,)](
+        a, b, c, ws, counts, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+        c.stride(0), c.stride(1), programs,
+        BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee",
+    )  # fmt: skip
+    ok = check_accuracy(c, reference_matmul(a, b), a.dtype, k).ok
+    assert ok != stale
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "transpose_b", "expected"),
+    [
+        pytest.param((3000, 1000), (1000, 5000), False, 8, id="3000x5000x1000"),
+        pytest.param((64, 4096), (4096, 32001), False, 1, id="vocab-32001"),
+        pytest.param((64, 4096), (4096, 4096), False, 16, id="square"),
+        pytest.param((64, 1000), (5000, 1000), True, 1, id="b-column-major"),
+    ],
+)
+def test_row_alignment(a_shape, b_shape, transpose_b, expected):
+    a, b = torch.empty(a_shape, device="meta"), torch.empty(b_shape, device="meta")
+    b = b.t() if transpose_b else b
+    c = torch.empty((a.shape[0], b.shape[1]), device="meta")
+    assert row_alignment(a, b, c) == expected
+
+
+@pytest.mark.parametrize("claimed", ["launcher", "overclaimed"])
+def test_alignment_hint_must_be_true(device, claimed):
+    # N = 50 is a multiple of 2, not of 8: a kernel told ALIGN = 8 rounds N down to 48 and drops
+    # two columns of every row. The launcher's own hint (2) is the control.
+    from kernels.grouped import _grouped_kernel
+
+    m, n, k = 37, 50, 200
+    a, b = _random((m, k), torch.float16, device, 9), _random((k, n), torch.float16, device, 10)
+    c = torch.full((m, n), math.nan, dtype=torch.float16, device=device)
+    align = row_alignment(a, b, c) if claimed == "launcher" else 8
+    assert row_alignment(a, b, c) == 2
+    _grouped_kernel[(triton.cdiv(m, 16) * triton.cdiv(n, 16),)](
+        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee", ALIGN=align,
+    )  # fmt: skip
+    assert check_accuracy(c, reference_matmul(a, b), a.dtype, k).ok == (claimed == "launcher")
