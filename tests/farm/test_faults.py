@@ -13,7 +13,7 @@ from farmkit import PLUGINS, TINY_POINTS, measurements, write_spec
 from db.records import Status
 from farm.driver import Driver, SweepOptions
 from farm.spec import load_spec
-from farm.sweep import print_summary
+from cli.sweep import print_summary
 
 
 def _kill_when_running(driver: Driver, kill) -> threading.Thread:

@@ -6,7 +6,7 @@ import pytest
 from farmkit import PLUGINS, TINY_POINTS, file_digest, measurements, write_spec
 
 from db.records import Status
-from farm.cli import main as farm
+from cli import main as farm
 from farm.driver import SweepOptions, run_sweep
 from farm.spec import load_spec
 
