@@ -96,10 +96,11 @@ class Driver:
 
         plugin_sources = [load_plugin(path) for path in self.options.plugins]
         expand(self.spec)  # validates variants before anything is started or written
-        self.engine = make_engine(self.options.db)
-        ensure_current(self.engine, create=True)
+        # Ray first: an unreachable cluster is an error before the database file is created.
         started_ray = cluster.connect(ray, self.options.address, self.options.workers)
         try:
+            self.engine = make_engine(self.options.db)
+            ensure_current(self.engine, create=True)
             return self._run(ray, plugin_sources, environment_id, done_keys)
         finally:
             if started_ray:
