@@ -1,7 +1,7 @@
 """Run a sweep: `farm sweep ...`, `python farm/sweep.py ...`, or on a cluster
 `ray submit cluster.yaml farm/sweep.py -- ...` / `ray job submit --working-dir . -- python farm/sweep.py ...`.
 
-    farm sweep --preset smoke                     # local Ray, SQLite results.db
+    farm sweep --preset smoke                     # the Ray running here, else a local one; results.db
     farm sweep --spec my.yaml --db results.db --plugin my_variants.py
     farm sweep --preset splitk --dry-run          # the pruned grid, counts and a time estimate
 
@@ -44,7 +44,11 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
         metavar="FILE.py",
         help="register extra variants from this file (repeatable)",
     )
-    p.add_argument("--address", help="an existing Ray cluster ('auto' finds it); default: start Ray locally")
+    p.add_argument(
+        "--address",
+        help="a Ray cluster to join; default: $RAY_ADDRESS, else the Ray head running on this node, "
+        "else a new local Ray",
+    )
     p.add_argument(
         "--backend",
         choices=("auto", "cuda", "interpreter"),
