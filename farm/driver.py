@@ -15,7 +15,13 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+from sqlalchemy.orm import Session
+
+from db.engine import make_engine
+from db.queries import done_keys
 from db.records import MeasurementRecord, Status
+from db.schema import ensure_current
+from db.writes import environment_id
 from farm import cluster
 from farm.faults import Fault, FaultPolicy, InFlight, failure_record
 from farm.measure import TimingPolicy
@@ -89,11 +95,6 @@ class Driver:
     def run(self) -> SweepResult:
         import ray
 
-        from db.engine import make_engine
-        from db.queries import done_keys
-        from db.schema import ensure_current
-        from db.writes import environment_id
-
         plugin_sources = [load_plugin(path) for path in self.options.plugins]
         expand(self.spec)  # validates variants before anything is started or written
         # Ray first: an unreachable cluster is an error before the database file is created.
@@ -101,14 +102,12 @@ class Driver:
         try:
             self.engine = make_engine(self.options.db)
             ensure_current(self.engine, create=True)
-            return self._run(ray, plugin_sources, environment_id, done_keys)
+            return self._run(ray, plugin_sources)
         finally:
             if started_ray:
                 ray.shutdown()
 
-    def _run(self, ray, plugin_sources, environment_id, done_keys) -> SweepResult:
-        from sqlalchemy.orm import Session
-
+    def _run(self, ray, plugin_sources: list) -> SweepResult:
         o = self.options
         self.workers = cluster.start_workers(
             ray,
