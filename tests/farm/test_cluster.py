@@ -125,7 +125,11 @@ def test_sweep_joins_the_head_on_this_node_without_flags(ray_head, tiny_spec, tm
     cluster, num_cpus and num_gpus must not be provided"."""
     _, env = ray_head
     env = {k: v for k, v in env.items() if k != "RAY_ADDRESS"}
-    assert (Path(env["RAY_TMPDIR"]) / "ray" / "ray_current_cluster").is_file()
+    record = Path(env["RAY_TMPDIR"]) / "ray" / "ray_current_cluster"
+    deadline = time.monotonic() + 60  # `ray start` writes it once the head is up, after the Jobs server
+    while not record.is_file() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert record.is_file(), sorted(str(p) for p in Path(env["RAY_TMPDIR"]).rglob("*current*"))
     db = tmp_path / "results.db"
     run = subprocess.run(
         [sys.executable, "farm/sweep.py", "--spec", str(tiny_spec), "--db", str(db), "--no-progress"],
