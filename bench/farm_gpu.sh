@@ -9,7 +9,7 @@ source .devdeps/on-device.sh
 export PYTHONUNBUFFERED=1
 O=${OUT:-/tmp/farm-out}
 mkdir -p "$O"
-farm=(python -m farm.cli)
+farm=(python -m cli)
 step() {
   local limit=$1; shift
   echo "== $* (limit ${limit}s)"

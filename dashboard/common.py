@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -15,7 +14,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from db import dashboard_queries, queries
-from db.engine import describe
+from db.engine import default_target, describe
 from db.schema import open_engine
 
 # Section -> pages as (file in app_pages/ and url path, title, Material icon); DEFAULT_PAGE is at "/".
@@ -34,8 +33,6 @@ NAV = {
     ],
 }
 DEFAULT_PAGE = "overview"
-# farm.cli's default too; the dashboard does not import farm (DESIGN.md: dashboard uses db only).
-DEFAULT_DB = "results.db"
 # A running sweep commits a batch every few seconds: 30 s keeps the pages close to live, while the
 # reruns every widget change causes read the cache (a page on 100k rows: docs/bench/dashboard.md).
 TTL_S = 30
@@ -54,7 +51,7 @@ def parse_db(argv: Sequence[str]) -> str:
     if "--" in args:
         args = args[args.index("--") + 1 :]
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--db", default=os.environ.get("FARM_DB", DEFAULT_DB))
+    parser.add_argument("--db", default=default_target())
     return parser.parse_known_args(args)[0].db
 
 

@@ -34,7 +34,7 @@ def streamlit_command(db: str, *, port: int = 8501, headless: bool = False) -> l
     ]
 
 
-def run_dashboard(db: str, *, port: int = 8501, headless: bool = False) -> int:
+def run_dashboard(db: str, *, port: int = 8501, headless: bool = False, host: str = "127.0.0.1") -> int:
     """Serve the dashboard on `db` until Streamlit exits; its exit status.
 
     The database is checked first, as the dashboard opens it (read-only, a farm results database at

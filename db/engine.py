@@ -39,6 +39,14 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SQLITE_DRIVERS = ("sqlite", "sqlite+pysqlite")
 _PG_DRIVERS = ("postgres", "postgresql", "postgresql+psycopg")
 _URL_HELP = "use a file path, sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+DEFAULT_TARGET = "results.db"
+TARGET_VARIABLE = "FARM_DB"
+
+
+def default_target() -> str:
+    """The results database a command uses without `--db`: $FARM_DB, else results.db in the
+    working directory. The one place this default lives (CLI and dashboard both ask here)."""
+    return os.environ.get(TARGET_VARIABLE) or DEFAULT_TARGET
 
 
 def make_engine(target: str, *, readonly: bool = False) -> Engine:

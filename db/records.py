@@ -39,7 +39,10 @@ class EnvironmentInfo:
     """What a result depends on besides the code: the GPU model and the software stack.
 
     One row per distinct fingerprint. A point measured on a machine with the same fingerprint
-    (same host, GPU model and versions) counts as done when a sweep resumes.
+    (same host, GPU model and versions) counts as done when a sweep resumes. The fingerprint
+    hashes what the hardware and software are (IDENTITY_FIELDS), not the display data beside
+    them: the roofline's peaks come from a datasheet table, and editing that table must not make
+    a new environment that measures everything again.
     """
 
     gpu_name: str
@@ -62,7 +65,7 @@ class EnvironmentInfo:
 
     @property
     def fingerprint(self) -> str:
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        blob = json.dumps({f: getattr(self, f) for f in IDENTITY_FIELDS}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -147,3 +150,6 @@ def point_key(code_version: str, variant: str, dtype: str, m: int, n: int, k: in
 
 MEASUREMENT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(MeasurementRecord))
 ENVIRONMENT_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EnvironmentInfo))
+# Stored and shown, but not part of what the environment is (see EnvironmentInfo).
+DISPLAY_FIELDS: tuple[str, ...] = ("peak_tflops", "peak_gbps")
+IDENTITY_FIELDS: tuple[str, ...] = tuple(f for f in ENVIRONMENT_FIELDS if f not in DISPLAY_FIELDS)

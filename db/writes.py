@@ -23,6 +23,7 @@ from db.errors import DatabaseError
 from db.models import POINT_KEY, Environment, Measurement, Sweep, SweepStatus
 from db.records import (
     ENVIRONMENT_FIELDS,
+    IDENTITY_FIELDS,
     MEASUREMENT_FIELDS,
     Backend,
     EnvironmentInfo,
@@ -62,6 +63,12 @@ def environment_id(session: Session, env: EnvironmentInfo) -> int:
     fingerprint = env.fingerprint
     lookup = select(table.c.id).where(table.c.fingerprint == fingerprint)
     found = session.execute(lookup).scalar_one_or_none()
+    if found is not None:
+        return found
+    # A row written before the fingerprint left out display data (peak_tflops, peak_gbps) has an
+    # older fingerprint: the same environment is the one whose identity columns all match.
+    same = select(table.c.id).where(*(table.c[f] == _plain(getattr(env, f)) for f in IDENTITY_FIELDS))
+    found = session.execute(same.order_by(table.c.id).limit(1)).scalar_one_or_none()
     if found is not None:
         return found
     values = {f: _plain(getattr(env, f)) for f in ENVIRONMENT_FIELDS}

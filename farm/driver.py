@@ -1,45 +1,40 @@
 """The sweep driver: hands batches to the GPU workers in completion order, keeps every worker
-busy with bounded work in flight, is the only writer of the database, and survives faults.
+busy with bounded work in flight, and survives faults.
 
-Faults (DESIGN "Faults"):
-- A worker that dies (a CUDA error poisons its context, a segfault, SIGKILL, a lost node) is
-  restarted by Ray. The point it was checking is the suspect: it is retried once, alone, then
-  stored `crashed`. Points it was timing are retried one by one. Its other points go back to
-  the queue untouched.
-- A batch past its deadline (scaled from the phase's expected time, with a floor) gets its
-  worker killed and restarted; the point it was checking is stored `timeout`.
-- A config stored `crashed` or `timeout` is quarantined: its points on other shapes are stored
-  with the same status without running, so one bad config cannot use up the restarts.
-- Records are upserted as they arrive (one transaction per flush): a driver killed at any moment
-  loses at most the last second of results, and a rerun skips what the database holds.
+It composes three parts, one job each: farm/cluster.py (join or start Ray, start and stop the
+workers), farm/faults.py (the fault policy: what a lost worker's points become, retry once,
+quarantine) and farm/sink.py (the one database writer, counts and progress bar). What stays here
+is dispatch and the loop: progress reports, deadlines, worker recovery.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import os
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
+from sqlalchemy.orm import Session
 
+from db.engine import make_engine
+from db.queries import done_keys
 from db.records import MeasurementRecord, Status
-from farm.errors import UserError
+from db.schema import ensure_current
+from db.writes import environment_id
+from farm import cluster
+from farm.faults import Fault, FaultPolicy, InFlight, failure_record
 from farm.measure import TimingPolicy
 from farm.plan import Batch, Point, code_versions, expand, make_batches, pending
 from farm.plugins import load_plugin
+from farm.sink import FLUSH_EVERY_S, ResultSink
 from farm.spec import GridSpec, spec_as_dict
-from farm.worker import GpuWorker, Progress, WorkerInfo
+from farm.worker import Progress
 
 log = logging.getLogger("farm")
 
-FLUSH_EVERY_S = 1.0
 # With work queued and every worker restarting (a lost node, a GPU reset), wait this long for one.
 RECOVERY_WAIT_S = 600.0
-FINAL = (Status.CRASHED, Status.TIMEOUT)
 
 
 @dataclass
@@ -55,39 +50,6 @@ class SweepOptions:
     max_restarts: int = 20
     retry_failed: bool = False
     progress: bool = True
-
-
-@dataclass
-class Fault:
-    kind: str  # "crashed" | "timeout" | "worker lost"
-    worker: int
-    point: str
-    detected: float
-    old_pid: int | None = None  # the process that failed; the restarted worker has another
-    recovery_s: float | None = None
-
-
-@dataclass
-class _Worker:
-    actor: object
-    info: WorkerInfo | None = None
-    env_id: int | None = None
-    alive: bool = True
-    recovering: object = None  # ObjectRef of the info() call that says it is back
-    fault: Fault | None = None
-    inflight: int = 0
-
-
-@dataclass
-class _InFlight:
-    batch: Batch
-    worker: int
-    index_of: dict
-    done: set = field(default_factory=set)
-    phase: str = "compile"
-    current: int | None = None
-    timing: tuple = ()
-    deadline: float = 0.0
 
 
 @dataclass
@@ -108,7 +70,7 @@ class SweepResult:
 class Driver:
     def __init__(self, spec: GridSpec, options: SweepOptions, command: str):
         self.spec, self.options, self.command = spec, options, command
-        self.policy = TimingPolicy(
+        self.timing_policy = TimingPolicy(
             spec.timing.min_reps,
             spec.timing.max_reps,
             spec.timing.target_ci,
@@ -116,67 +78,69 @@ class Driver:
         )
         self.repeats = spec.timing.nondeterminism_repeats
         self.queue: collections.deque[Batch] = collections.deque()
-        self.inflight: dict[object, _InFlight] = {}
-        self.workers: list[_Worker] = []
-        self.buffer: list[tuple[int, MeasurementRecord]] = []
-        self.counts: collections.Counter = collections.Counter()
-        self.failures: list[MeasurementRecord] = []
+        self.inflight: dict[object, InFlight] = {}
+        self.workers: list[cluster.WorkerHandle] = []
         self.faults: list[Fault] = []
-        self.attempts: collections.Counter = collections.Counter()
-        self.quarantine: dict[tuple, MeasurementRecord] = {}
-        self.last_flush = time.monotonic()
         self.versions: dict[str, str] = {}
-        self.started_ray = False
-        self.started = time.monotonic()
+        self.fault_policy = FaultPolicy(self.versions)
+        self.sink: ResultSink | None = None
+
+    @property
+    def counts(self) -> collections.Counter:
+        """Points stored so far, by status (empty before the sweep starts)."""
+        return self.sink.counts if self.sink else collections.Counter()
 
     # -- set-up --------------------------------------------------------------------------------
 
     def run(self) -> SweepResult:
         import ray
 
-        from db.engine import make_engine
-        from db.queries import done_keys
-        from db.schema import ensure_current
-        from db.writes import environment_id, finish_sweep, start_sweep
-
         plugin_sources = [load_plugin(path) for path in self.options.plugins]
         expand(self.spec)  # validates variants before anything is started or written
-        self.engine = make_engine(self.options.db)
-        ensure_current(self.engine, create=True)
-        self._start_ray(ray)
-        self._start_workers(ray, plugin_sources)
-        with self._session() as session:
+        # Ray first: an unreachable cluster is an error before the database file is created.
+        started_ray = cluster.connect(ray, self.options.address, self.options.workers)
+        try:
+            self.engine = make_engine(self.options.db)
+            ensure_current(self.engine, create=True)
+            return self._run(ray, plugin_sources)
+        finally:
+            if started_ray:
+                ray.shutdown()
+
+    def _run(self, ray, plugin_sources: list) -> SweepResult:
+        o = self.options
+        self.workers = cluster.start_workers(
+            ray,
+            plugin_sources,
+            backend=o.backend,
+            compile_threads=o.compile_threads,
+            workers=o.workers,
+            max_restarts=o.max_restarts,
+            inflight_per_worker=o.inflight_per_worker,
+        )
+        with Session(self.engine) as session:
             for w in self.workers:
                 w.env_id = environment_id(session, w.info.environment)
             session.commit()
         smem = min(w.info.smem_limit for w in self.workers)
         points, _ = expand(self.spec, smem_limit=smem)
-        self.versions = code_versions(self.spec.variants)
+        self.versions.update(code_versions(self.spec.variants))
         env_ids = {w.env_id for w in self.workers}
-        statuses = (Status.OK, Status.WRONG) if self.options.retry_failed else None
+        statuses = (Status.OK, Status.WRONG) if o.retry_failed else None
         with self.engine.connect() as conn:
             done = done_keys(conn, env_ids, statuses=statuses)
         todo = pending(points, self.versions, done)
         self.queue.extend(make_batches(todo, self.spec.seed))
-        with self._session() as session:
-            self.sweep_id = start_sweep(
-                session,
-                name=self.spec.name,
-                spec=spec_as_dict(self.spec),
-                command=self.command,
-                n_points=len(todo),
-            )
-            session.commit()
-        start = self.started = time.monotonic()
-        status = "finished"
-        self.bar = tqdm(
-            total=len(todo),
-            unit="pt",
-            disable=not self.options.progress,
-            dynamic_ncols=True,
-            desc=self.spec.name,
-            file=sys.stderr,
+        self.sink = ResultSink.open(
+            self.engine,
+            name=self.spec.name,
+            spec=spec_as_dict(self.spec),
+            command=self.command,
+            n_points=len(todo),
+            progress=o.progress,
         )
+        start = time.monotonic()
+        status = "finished"
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             self._loop(ray)
@@ -186,73 +150,17 @@ class Driver:
             status = "interrupted"
         finally:
             signal.signal(signal.SIGTERM, previous)
-            self.bar.close()
-            self._stop_workers(ray)
-            self._flush(force=True)
-            with self._session() as session:
-                finish_sweep(
-                    session,
-                    self.sweep_id,
-                    status=status,
-                    n_ok=self.counts[Status.OK],
-                    n_failed=sum(v for k, v in self.counts.items() if k != Status.OK),
-                )
-                session.commit()
-            if self.started_ray:
-                ray.shutdown()
+            cluster.stop_workers(ray, self.workers)
+            self.sink.close(status)
         return SweepResult(
-            self.sweep_id,
+            self.sink.sweep_id,
             len(points) - len(todo),
-            self.counts,
-            self.failures,
+            self.sink.counts,
+            self.sink.failures,
             self.faults,
             time.monotonic() - start,
             status,
         )
-
-    def _session(self):
-        from sqlalchemy.orm import Session
-
-        return Session(self.engine)
-
-    def _start_ray(self, ray) -> None:
-        if ray.is_initialized():
-            return
-        quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
-        if self.options.address or os.environ.get("RAY_ADDRESS"):
-            ray.init(address=self.options.address, **quiet)
-        else:
-            import torch
-
-            gpus = torch.cuda.device_count()
-            ray.init(num_gpus=gpus or self.options.workers or 2, include_dashboard=False, **quiet)
-        self.started_ray = True
-
-    def _start_workers(self, ray, plugin_sources) -> None:
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        count = min(gpus, self.options.workers) if self.options.workers else gpus
-        if count < 1:
-            raise UserError(
-                "the Ray cluster has no GPUs; on a machine without one, run locally (no --address)"
-            )
-        actor_class = ray.remote(GpuWorker).options(
-            num_gpus=1,
-            num_cpus=0,
-            max_restarts=self.options.max_restarts,
-            max_task_retries=0,
-            max_concurrency=self.options.inflight_per_worker,
-        )
-        for _ in range(count):
-            actor = actor_class.remote(plugin_sources, self.options.backend, self.options.compile_threads)
-            self.workers.append(_Worker(actor))
-        infos = ray.get([w.actor.info.remote() for w in self.workers], timeout=600)
-        for w, info in zip(self.workers, infos):
-            w.info = info
-        log.info("workers: %s", ", ".join(f"{i.worker} ({i.environment.gpu_name})" for i in infos))
-
-    def _stop_workers(self, ray) -> None:
-        for w in self.workers:
-            ray.kill(w.actor, no_restart=True)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -283,7 +191,7 @@ class Driver:
                 else:
                     self._recovered(ray, ref)
             self._check_deadlines(ray)
-            self._flush()
+            self.sink.flush()
 
     def _wait_timeout(self) -> float:
         deadlines = [f.deadline for f in self.inflight.values() if f.deadline]
@@ -304,11 +212,22 @@ class Driver:
             w = self.workers[wi]
             batch = self._without_quarantined(self.queue.popleft())
             if batch.points:
-                gen = w.actor.run_batch.remote(batch, self.policy, self.repeats)
+                gen = w.actor.run_batch.remote(batch, self.timing_policy, self.repeats)
                 index_of = {(p.variant, p.config.key): i for i, p in enumerate(batch.points)}
                 deadline = time.monotonic() + self._compile_allowance(batch)
-                self.inflight[gen] = _InFlight(batch, wi, index_of, deadline=deadline)
+                self.inflight[gen] = InFlight(batch, wi, index_of, deadline=deadline)
                 w.inflight += 1
+
+    def _without_quarantined(self, batch: Batch) -> Batch:
+        keep = []
+        for point in batch.points:
+            instead = self.fault_policy.quarantined(point)
+            if instead is None:
+                keep.append(point)
+            else:
+                self._store(point, instead, None)
+        batch.points = keep
+        return batch
 
     def _compile_allowance(self, batch: Batch) -> float:
         # Compiling and waiting for the GPU behind the other batch: about 0.5 s per config on 8
@@ -367,10 +286,10 @@ class Driver:
         message = str(exc.cause if getattr(exc, "cause", None) else exc).splitlines()[0][:500]
         for i, point in enumerate(flight.batch.points):
             if i not in flight.done:
-                failure = self._failure_record(point, Status.LAUNCH_ERROR, f"worker error: {message}")
+                failure = failure_record(point, Status.LAUNCH_ERROR, f"worker error: {message}")
                 self._retry_or_store(point, failure, flight.worker)
 
-    # -- faults --------------------------------------------------------------------------------
+    # -- faults (the decisions are farm/faults.py's; here they are applied) ---------------------
 
     def _check_deadlines(self, ray) -> None:
         now = time.monotonic()
@@ -390,22 +309,14 @@ class Driver:
                 continue
             del self.inflight[ref]
             w.inflight -= 1
-            suspects = self._suspects(flight)
-            innocent = [
-                p for i, p in enumerate(flight.batch.points) if i not in flight.done and i not in suspects
-            ]
-            if innocent:
-                self._requeue(innocent)
-            for i in sorted(suspects):
-                point = flight.batch.points[i]
-                suspect_label = point.label()
-                if kind == "timeout" and (flight.phase == "check" or len(flight.batch.points) == 1):
-                    self._store(
-                        point, self._failure_record(point, Status.TIMEOUT, f"timed out: {detail}"), wi
-                    )
-                    continue
-                failure = self._failure_record(point, Status.CRASHED, f"{kind}: {detail}")
-                self._retry_or_store(point, failure, wi)
+            outcome = self.fault_policy.lost(flight, kind, detail)
+            if outcome.innocent:
+                self._requeue(outcome.innocent)
+            self._requeue(outcome.retry, single=True)
+            for point, record in outcome.store:
+                self._store(point, record, wi)
+            if outcome.suspects:
+                suspect_label = outcome.suspects[-1].label()
         fault = Fault(kind, wi, suspect_label, time.monotonic(), old_pid=w.info.pid)
         self.faults.append(fault)
         log.warning("worker %d: %s (%s) %s", wi, kind, detail, suspect_label)
@@ -413,20 +324,6 @@ class Driver:
             ray.kill(w.actor, no_restart=False)
         w.fault = fault
         w.recovering = w.actor.info.remote()
-
-    @staticmethod
-    def _suspects(flight: _InFlight) -> set[int]:
-        """The points that may have killed the worker: the one being checked, those being timed,
-        or, while the batch was still compiling, all of it (a compiler crash, or a launcher that
-        kills its process even when asked only to compile)."""
-        unfinished = set(range(len(flight.batch.points))) - flight.done
-        if flight.phase == "compile":
-            return unfinished
-        if flight.phase == "check" and flight.current is not None:
-            return {flight.current}
-        if flight.phase == "timing":
-            return set(flight.timing) & unfinished
-        return set()
 
     def _recovered(self, ray, ref) -> None:
         w = next(w for w in self.workers if w.recovering == ref)
@@ -446,84 +343,31 @@ class Driver:
         w.info = info
         w.fault.recovery_s = time.monotonic() - w.fault.detected
 
-    def _attempt_key(self, point: Point) -> tuple:
-        return point.key(self.versions[point.variant])
-
     def _retry_or_store(self, point: Point, failure: MeasurementRecord, wi: int) -> None:
-        key = self._attempt_key(point)
-        self.attempts[key] += 1
-        if self.attempts[key] >= 2:
-            self._store(point, failure, wi)
-        else:
+        if self.fault_policy.retry(point):
             self._requeue([point], single=True)
+        else:
+            self._store(point, failure, wi)
 
     def _requeue(self, points: list[Point], *, single: bool = False) -> None:
         """Put points back at the front of the queue: as one batch, or one batch per point (to find
         out which of them kills its worker)."""
-        for group in [[p] for p in points] if single else [points]:
+        for group in [[p] for p in points] if single else [points] if points else []:
             p = group[0]
             self.queue.appendleft(Batch(p.dtype, p.m, p.n, p.k, group, seed=self.spec.seed))
-
-    def _without_quarantined(self, batch: Batch) -> Batch:
-        keep = []
-        for point in batch.points:
-            culprit = self.quarantine.get((point.variant, point.dtype, point.config.key))
-            if culprit is None:
-                keep.append(point)
-                continue
-            note = (
-                f"quarantined: this config ended {culprit.status} on {culprit.m}x{culprit.n}x{culprit.k} "
-                f"({culprit.error.splitlines()[0][:200]}); not run"
-            )
-            self._store(point, self._failure_record(point, culprit.status, note), None)
-        batch.points = keep
-        return batch
-
-    @staticmethod
-    def _failure_record(point: Point, status: str, error: str) -> MeasurementRecord:
-        from farm.metrics import operand_bytes
-
-        return point.record(
-            status, error, operand_bytes=operand_bytes(point.m, point.n, point.k, point.dtype)
-        )
 
     # -- results -------------------------------------------------------------------------------
 
     def _store(self, point: Point, record: MeasurementRecord, wi: int | None) -> None:
+        """Complete the record with where it ran, hand it to the sink, and let the policy see it."""
         record.code_version = self.versions[point.variant]
         w = self.workers[wi] if wi is not None else next(w for w in self.workers if w.env_id is not None)
         if not record.backend or not record.worker:
             record.backend = w.info.backend
             record.worker = record.worker or w.info.worker
             record.gpu_uuid = record.gpu_uuid or w.info.gpu_uuid
-        self.buffer.append((w.env_id, record))
-        self.counts[record.status] += 1
-        if record.status != Status.OK:
-            self.failures.append(record)
-        if record.status in FINAL and not record.error.startswith("quarantined"):
-            self.quarantine[(point.variant, point.dtype, point.config.key)] = record
-        self.bar.update(1)
-        failed = sum(v for k, v in self.counts.items() if k != Status.OK)
-        elapsed = time.monotonic() - self.started
-        per_min = f"{self.bar.n / elapsed * 60:.0f}/min" if elapsed > 0 else "-"
-        self.bar.set_postfix(
-            ok=self.counts[Status.OK], failed=failed, faults=len(self.faults), rate=per_min, refresh=False
-        )
-
-    def _flush(self, force: bool = False) -> None:
-        if not self.buffer or (not force and time.monotonic() - self.last_flush < FLUSH_EVERY_S):
-            return
-        from db.writes import upsert_measurements
-
-        by_env: dict[int, list[MeasurementRecord]] = collections.defaultdict(list)
-        for env_id, record in self.buffer:
-            by_env[env_id].append(record)
-        with self._session() as session:
-            for env_id, records in by_env.items():
-                upsert_measurements(session, environment_id=env_id, sweep_id=self.sweep_id, records=records)
-            session.commit()
-        self.buffer.clear()
-        self.last_flush = time.monotonic()
+        self.sink.add(w.env_id, record, faults=len(self.faults))
+        self.fault_policy.stored(point, record)
 
 
 def _raise_interrupt(signum, frame):

@@ -9,17 +9,22 @@ A shape not in the file takes the entry nearest in log space (ratios of m, n and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from kernels.config import MatmulConfig
 from kernels.space import DTYPES, dtype_name
 
+# The file's identity. VERSION changes only when the layout does: v1 files must keep loading.
 FORMAT = "triton-matmul-farm/best-configs"
+VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -32,31 +37,64 @@ class TunedEntry:
     variant: str
     ms: float
     config: MatmulConfig
+    tflops: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as the file holds it; the config through MatmulConfig.as_dict, extras included."""
+        config = self.config.as_dict()
+        if not config["extras"]:
+            del config["extras"]  # v1 files written before extras existed: same bytes for the same data
+        return {
+            "gpu_name": self.gpu_name,
+            "dtype": self.dtype,
+            "m": self.m,
+            "n": self.n,
+            "k": self.k,
+            "variant": self.variant,
+            "ms": self.ms,
+            "tflops": self.tflops,
+            "config": config,
+        }
+
+    @classmethod
+    def from_dict(cls, e: dict[str, Any]) -> TunedEntry:
+        return cls(
+            e["gpu_name"],
+            e["dtype"],
+            e["m"],
+            e["n"],
+            e["k"],
+            e["variant"],
+            e["ms"],
+            MatmulConfig.from_dict(e["config"]),
+            e.get("tflops"),
+        )
 
 
 class TunedConfigs:
-    def __init__(self, entries: list[TunedEntry]):
-        self.entries = entries
+    def __init__(self, entries: Iterable[TunedEntry]):
+        self.entries = list(entries)
 
     @classmethod
     def load(cls, path: str | Path) -> TunedConfigs:
         data = json.loads(Path(path).read_text())
-        if data.get("format") != FORMAT or data.get("version") != 1:
-            raise ValueError(f"{path}: not a {FORMAT} v1 file")
-        entries = [
-            TunedEntry(
-                e["gpu_name"],
-                e["dtype"],
-                e["m"],
-                e["n"],
-                e["k"],
-                e["variant"],
-                e["ms"],
-                MatmulConfig.from_dict(e["config"]),
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a {FORMAT} file")
+        if data.get("version") != VERSION:
+            raise ValueError(
+                f"{path}: {FORMAT} version {data.get('version')!r}; this code reads version {VERSION}"
             )
-            for e in data["entries"]
-        ]
-        return cls(entries)
+        return cls(TunedEntry.from_dict(e) for e in data["entries"])
+
+    def document(self) -> dict[str, Any]:
+        """The JSON document `save` writes."""
+        return {"format": FORMAT, "version": VERSION, "entries": [e.as_dict() for e in self.entries]}
+
+    def dumps(self) -> str:
+        return json.dumps(self.document(), indent=1) + "\n"
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.dumps())
 
     def lookup(
         self,
@@ -87,3 +125,41 @@ class TunedConfigs:
 
         best = min(pool, key=distance)
         return best.variant, best.config
+
+
+def stored_config(columns: Mapping[str, Any], config_key: str) -> MatmulConfig:
+    """The config of a stored result: its config columns, plus the extras that only its key holds.
+
+    MatmulConfig.key appends extras as `_name=value` after the base key, and a results row has no
+    extras columns, so they are read back from the key. Names and values may contain `_`: a part
+    without `=` belongs to the next name, a trailing one to the last value. A key this code does not
+    write (a hand-made row) carries no recoverable extras: the columns alone.
+    """
+    fields = {f.name for f in dataclasses.fields(MatmulConfig)} - {"extras"}
+    config = MatmulConfig(**{name: columns[name] for name in fields})
+    base = config.key
+    if not config_key.startswith(base + "_"):
+        return config
+    extras: list[tuple[str, Any]] = []
+    pending: list[str] = []
+    for part in config_key[len(base) + 1 :].split("_"):
+        if "=" in part:
+            name, value = part.split("=", 1)
+            extras.append(("_".join([*pending, name]), value))
+            pending = []
+        else:
+            pending.append(part)
+    if pending and extras:
+        name, value = extras[-1]
+        extras[-1] = (name, "_".join([value, *pending]))
+    return config.replace(extras=tuple(sorted((name, _scalar(value)) for name, value in extras)))
+
+
+def _scalar(text: str) -> Any:
+    """An extra's value as MatmulConfig.key printed it: int, float, bool or text."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(text, text)

@@ -44,7 +44,7 @@ def free_port() -> int:
 def serve(db: Path, log: Path) -> Iterator[str]:
     """`farm dashboard --db DB --headless` on a free port; yields its URL once /_stcore/health answers."""
     port = free_port()
-    cmd = [sys.executable, "-m", "farm.cli", "dashboard", "--db", str(db), "--port", str(port), "--headless"]
+    cmd = [sys.executable, "-m", "cli", "dashboard", "--db", str(db), "--port", str(port), "--headless"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with log.open("w") as out:
         # Its own session: the farm process and its Streamlit child are stopped together.

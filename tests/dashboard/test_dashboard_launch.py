@@ -8,9 +8,9 @@ from typing import ClassVar
 
 import pytest
 
+import cli
 from dashboard import launch
 from db.errors import DatabaseError
-from farm import cli
 
 
 class FakePopen:
@@ -60,3 +60,17 @@ def test_runs_streamlit_on_the_app_with_the_db_after_double_dash(dbs: dict[str, 
     assert cmd[cmd.index("--server.port") + 1] == "8642"
     assert cmd[cmd.index("--server.headless") + 1] == "true"
     assert cmd[-3:] == ["--", "--db", db]
+
+
+@pytest.mark.parametrize(
+    ("argv", "host"),
+    [
+        pytest.param([], "127.0.0.1", id="this-machine-by-default"),
+        pytest.param(["--host", "0.0.0.0"], "0.0.0.0", id="all"),
+    ],
+)
+def test_host_reaches_run_dashboard(monkeypatch: pytest.MonkeyPatch, argv: list[str], host: str) -> None:
+    calls = []
+    monkeypatch.setattr(launch, "run_dashboard", lambda db, **kw: calls.append((db, kw)) or 0)
+    assert cli.main(["dashboard", "--db", "x.db", "--port", "8601", *argv]) == 0
+    assert calls == [("x.db", {"port": 8601, "headless": False, "host": host})]

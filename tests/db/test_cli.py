@@ -13,25 +13,27 @@ import pytest
 from dbkit import A100, INTERPRETER, NOT_A_DB, read_only, rec, store, tree
 from sqlalchemy import Engine, inspect
 
-import farm.cli
-from db import cli as db_cli
+import cli
+from cli import db as db_cli
 from db.schema import current
+from kernels.config import MatmulConfig
+from kernels.tuned import TunedConfigs
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def farm_main(monkeypatch: pytest.MonkeyPatch):
-    """farm.cli.main (its error handling and exit codes) with only the database commands registered."""
+    """cli.main (its error handling and exit codes) with only the database commands registered."""
 
     def build_parser() -> argparse.ArgumentParser:
         parser = argparse.ArgumentParser(prog="farm")
         sub = parser.add_subparsers(dest="command", required=True)
-        db_cli.register(sub, farm.cli.add_db_argument)
+        db_cli.register(sub, cli.add_db_argument)
         return parser
 
-    monkeypatch.setattr(farm.cli, "build_parser", build_parser)
-    return farm.cli.main
+    monkeypatch.setattr(cli, "build_parser", build_parser)
+    return cli.main
 
 
 @pytest.fixture
@@ -133,6 +135,29 @@ def test_export_best_json(farm_main, results: Engine, target: str, out_dir: Path
     assert len(json.loads(out.read_text())["entries"]) == 5
 
 
+@pytest.mark.parametrize(
+    "extras",
+    [
+        pytest.param((("num_sms", 132),), id="int-with-underscore-name"),
+        pytest.param((("mode", "swizzle"), ("ratio", 0.75)), id="text-and-float"),
+        pytest.param((), id="none"),
+    ],
+)
+def test_export_best_round_trips_config_extras(
+    farm_main, engine: Engine, target: str, out_dir: Path, extras: tuple
+) -> None:
+    """A config with extras comes back from export-best -> TunedConfigs.load as the config measured."""
+    config = MatmulConfig(block_m=64, block_n=32, block_k=16, split_k=2, num_warps=4, extras=extras)
+    row = rec("streamk", (495, 5333, 71), block=(64, 32, 16), split_k=2, num_warps=4, num_stages=3, ms=0.25)
+    row.config_key = config.key  # as the farm stores it (farm/plan.py): the only place extras live
+    store(engine, [row])
+    out = out_dir / "best.json"
+    assert farm_main(["export-best", "--db", target, "--out", str(out)]) == 0
+    (entry,) = TunedConfigs.load(out).entries
+    assert (entry.variant, entry.m, entry.n, entry.k, entry.config) == ("streamk", 495, 5333, 71, config)
+    assert entry.config.key == config.key
+
+
 def test_downgrade_needs_consent_to_drop_data(farm_main, results: Engine, target: str, capsys) -> None:
     assert farm_main(["db", "downgrade", "base", "--db", target]) == 2
     assert "would drop its 7 measurements; nothing was changed" in capsys.readouterr().err
@@ -206,9 +231,9 @@ def test_export_into_a_read_only_folder(
 
 
 def test_real_command_line_exit_code(tmp_path: Path) -> None:
-    """`python -m farm.cli` as a user runs it: one error line on stderr, status 2, no file created."""
+    """`python -m cli` as a user runs it: one error line on stderr, status 2, no file created."""
     done = subprocess.run(
-        [sys.executable, "-m", "farm.cli", "summary", "--db", str(tmp_path / "results.db")],
+        [sys.executable, "-m", "cli", "summary", "--db", str(tmp_path / "results.db")],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -110,6 +110,36 @@ def test_environment_id_gets_or_creates(engine: Engine) -> None:
     assert count(engine, "environments") == 2
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"peak_tflops": 1979.0}, id="datasheet-tflops-edited"),
+        pytest.param({"peak_gbps": 4900.0, "peak_tflops": 0.0}, id="datasheet-gbps-edited"),
+    ],
+)
+def test_display_data_is_not_identity(engine: Engine, change: dict) -> None:
+    """Editing the datasheet peaks keeps the environment: a resumed sweep skips what it measured."""
+    edited = dataclasses.replace(H200, **change)
+    assert edited.fingerprint == H200.fingerprint
+    with Session(engine) as s:
+        assert environment_id(s, H200) == environment_id(s, edited)
+        s.commit()
+    assert count(engine, "environments") == 1
+
+
+def test_environment_row_with_an_older_fingerprint_is_found(engine: Engine) -> None:
+    """Rows written when the fingerprint hashed the peaks too: found by their identity columns."""
+    with Session(engine) as s:
+        first = environment_id(s, H200)
+        s.execute(Environment.__table__.update().values(fingerprint="0123456789abcdef"))
+        s.commit()
+    with Session(engine) as s:
+        assert environment_id(s, dataclasses.replace(H200, peak_gbps=1.0)) == first
+        assert environment_id(s, dataclasses.replace(H200, host="other")) != first
+        s.commit()
+    assert count(engine, "environments") == 2
+
+
 def test_environment_id_race(engine: Engine) -> None:
     """Four sessions ask for the same new environment at once: one row, one id."""
 

@@ -45,7 +45,7 @@ def file_digest(path: Path) -> str | None:
 
 
 def farm_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "farm.cli", *args]
+    return [sys.executable, "-m", "cli", *args]
 
 
 def subprocess_env() -> dict:

@@ -37,6 +37,9 @@ def ray_head():
     token = Path(temp_dir) / "auth_token"
     token.write_text(secrets.token_hex(32))
     env = {**subprocess_env(), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    # Ray's temp dir under RAY_TMPDIR, where Ray (and farm/cluster.py) look for a running head's
+    # address file, <RAY_TMPDIR>/ray/ray_current_cluster: this head is "the one on this node".
+    env["RAY_TMPDIR"] = temp_dir
     proc = subprocess.Popen(
         [
             RAY,
@@ -49,7 +52,7 @@ def ray_head():
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard}",
-            f"--temp-dir={temp_dir}",
+            f"--temp-dir={temp_dir}/ray",
         ],
         env=env,
         stdout=subprocess.PIPE,
@@ -113,6 +116,32 @@ def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, tiny_spec, tm
     with sqlite3.connect(db) as conn:
         workers = {w for (w,) in conn.execute("SELECT DISTINCT worker FROM measurements")}
     assert len(workers) == 2  # both logical GPUs of the head did work
+
+
+@pytest.mark.slow
+def test_sweep_joins_the_head_on_this_node_without_flags(ray_head, tiny_spec, tmp_path):
+    """As `ray submit` runs it on the head node: `python ~/sweep.py ARGS`, no address anywhere.
+    Before, ray.init(num_gpus=...) found this head and refused: "When connecting to an existing
+    cluster, num_cpus and num_gpus must not be provided"."""
+    _, env = ray_head
+    env = {k: v for k, v in env.items() if k != "RAY_ADDRESS"}
+    record = Path(env["RAY_TMPDIR"]) / "ray" / "ray_current_cluster"
+    deadline = time.monotonic() + 60  # `ray start` writes it once the head is up, after the Jobs server
+    while not record.is_file() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert record.is_file(), sorted(str(p) for p in Path(env["RAY_TMPDIR"]).rglob("*current*"))
+    db = tmp_path / "results.db"
+    run = subprocess.run(
+        [sys.executable, "farm/sweep.py", "--spec", str(tiny_spec), "--db", str(db), "--no-progress"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"sweep finished: {TINY_POINTS} points measured" in run.stdout
+    assert len(measurements(db)) == TINY_POINTS
 
 
 def test_one_worker_per_gpu_and_the_work_is_spread(ray_cluster, tmp_path):

@@ -10,10 +10,10 @@ import time
 import pytest
 from farmkit import PLUGINS, TINY_POINTS, measurements, write_spec
 
+from cli.sweep import print_summary
 from db.records import Status
 from farm.driver import Driver, SweepOptions
 from farm.spec import load_spec
-from farm.sweep import print_summary
 
 
 def _kill_when_running(driver: Driver, kill) -> threading.Thread:

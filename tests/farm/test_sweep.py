@@ -5,8 +5,8 @@ import sqlite3
 import pytest
 from farmkit import PLUGINS, TINY_POINTS, file_digest, measurements, write_spec
 
+from cli import main as farm
 from db.records import Status
-from farm.cli import main as farm
 from farm.driver import SweepOptions, run_sweep
 from farm.spec import load_spec
 

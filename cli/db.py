@@ -1,35 +1,43 @@
 """`farm` subcommands for the results database: schema revisions, summary, best configs, exports.
 
 Read commands open the database read-only and never create it. Problems a user can fix raise
-DatabaseError; farm/cli.py prints "error: ..." and exits 2. Output files are written to a temporary
-file next to the target and renamed at the end, so a failed export leaves no partial file.
+DatabaseError; cli/__init__.py prints "error: ..." and exits 2. The data work lives in db
+(db/queries.py, db/export.py); the best-configs file format in kernels/tuned.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
 
 from db import queries, schema
-from db.engine import describe, make_engine
+from db.engine import make_engine
 from db.errors import DatabaseError
+from db.export import atomic_output, export_format, reading, write_csv, write_parquet
 from db.views import VIEW_NAMES
+from kernels.tuned import TunedConfigs, TunedEntry, stored_config
 
-BEST_FORMAT = "triton-matmul-farm/best-configs"
-BEST_VERSION = 1
-CONFIG_FIELDS = ("block_m", "block_n", "block_k", "group_m", "split_k", "num_warps", "num_stages")
-EXPORT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
-BEST_TABLE = ("gpu_name", "dtype", "m", "n", "k", "variant", "ms", "tflops", *CONFIG_FIELDS)
+# What `farm best` prints (a display choice; the export writes every config field).
+BEST_TABLE = (
+    "gpu_name",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "variant",
+    "ms",
+    "tflops",
+    "block_m",
+    "block_n",
+    "block_k",
+    "group_m",
+    "split_k",
+    "num_warps",
+    "num_stages",
+)
 
 
 def register(
@@ -96,44 +104,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
-# ---- helpers ----
-
-
-@contextmanager
-def reading(target: str) -> Iterator[Connection]:
-    """A read-only connection to a farm results database at head (DatabaseError otherwise)."""
-    engine = schema.open_engine(target, readonly=True)
-    try:
-        with engine.connect() as conn:
-            yield conn
-    except DBAPIError as exc:  # e.g. the server went away mid-query
-        raise DatabaseError(f"{describe(engine)}: {str(exc.orig).strip()}") from exc
-    finally:
-        engine.dispose()
-
-
-@contextmanager
-def atomic_output(out: Path) -> Iterator[Path]:
-    """A temporary path next to `out`, renamed to `out` if the block succeeds, deleted if not."""
-    out = out.expanduser()
-    if not out.parent.is_dir():
-        raise DatabaseError(f"cannot write {out}: folder {out.parent} does not exist")
-    # Not mkstemp: its 0600 mode would stick to the export; open(..., "x") honours the umask.
-    tmp = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.part"
-    try:
-        tmp.open("xb").close()
-    except OSError as exc:
-        raise DatabaseError(f"cannot write {out}: {exc.strerror}") from exc
-    try:
-        yield tmp
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-# ---- schema ----
-
-
 def cmd_upgrade(args: argparse.Namespace) -> int:
     engine = make_engine(args.db)
     try:
@@ -179,9 +149,6 @@ def cmd_current(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---- queries ----
-
-
 def cmd_summary(args: argparse.Namespace) -> int:
     with reading(args.db) as conn:
         s = queries.summary(conn)
@@ -222,17 +189,6 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
-def export_format(out: Path, fmt: str | None) -> str:
-    if fmt:
-        return fmt
-    found = EXPORT_FORMATS.get(out.suffix.lower())
-    if found is None:
-        raise DatabaseError(
-            f"cannot tell the format of {out} from its extension; pass --format csv or --format parquet"
-        )
-    return found
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     queries.view(args.view)  # an unknown view is an error before anything is opened
     fmt = export_format(args.out, args.format)
@@ -243,57 +199,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_csv(path: Path, chunks: Iterator[pd.DataFrame]) -> int:
-    n = 0
-    with path.open("w", newline="") as f:
-        for i, df in enumerate(chunks):
-            df.to_csv(f, header=i == 0, index=False)
-            n += len(df)
-    return n
-
-
-def write_parquet(path: Path, chunks: Iterator[pd.DataFrame]) -> int:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise DatabaseError(
-            "Parquet export needs pyarrow: pip install 'triton-matmul-farm[parquet]'"
-        ) from exc
-    n, writer = 0, None
-    try:
-        for df in chunks:
-            table = pa.Table.from_pandas(df, preserve_index=False)
-            if writer is None:
-                writer = pq.ParquetWriter(path, table.schema)
-            writer.write_table(table.cast(writer.schema))
-            n += len(df)
-    finally:
-        if writer is not None:
-            writer.close()
-    return n
-
-
-def best_entries(df: pd.DataFrame, *, include_interpreter: bool) -> list[dict[str, Any]]:
-    """Rows of best_configs as entries of the best-configs JSON (the kernels package reads them)."""
+def best_entries(df: pd.DataFrame, *, include_interpreter: bool) -> list[TunedEntry]:
+    """Rows of best_configs as entries of the best-configs file (kernels/tuned.py owns its format)."""
     if not include_interpreter:
         df = df[df.backend != "interpreter"]
     return [
-        {
-            "gpu_name": row.gpu_name,
-            "dtype": row.dtype,
-            "m": int(row.m),
-            "n": int(row.n),
-            "k": int(row.k),
-            "variant": row.variant,
-            "ms": float(row.ms),
-            "tflops": None if pd.isna(row.tflops) else float(row.tflops),
-            "config": {
-                **{f: int(getattr(row, f)) for f in CONFIG_FIELDS},
-                "input_precision": row.input_precision,
-            },
-        }
-        for row in df.itertuples(index=False)
+        TunedEntry(
+            row["gpu_name"],
+            row["dtype"],
+            int(row["m"]),
+            int(row["n"]),
+            int(row["k"]),
+            row["variant"],
+            float(row["ms"]),
+            stored_config(row, row["config_key"]),
+            None if pd.isna(row["tflops"]) else float(row["tflops"]),
+        )
+        for row in df.to_dict("records")
     ]
 
 
@@ -301,8 +223,7 @@ def cmd_export_best(args: argparse.Namespace) -> int:
     with reading(args.db) as conn:
         df = queries.best_configs(conn, gpu_name=args.gpu, dtype=args.dtype)
     entries = best_entries(df, include_interpreter=args.include_interpreter)
-    doc = {"format": BEST_FORMAT, "version": BEST_VERSION, "entries": entries}
     with atomic_output(args.out) as tmp:
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.write_text(TunedConfigs(entries).dumps())
     print(f"wrote {len(entries):,} best configs to {args.out}")
     return 0

@@ -1,0 +1,98 @@
+"""Data out of the results database: a read-only connection, and files written whole or not at all.
+
+Problems a user can fix raise DatabaseError (the CLI prints "error: ..." and exits 2). Output files
+are written to a temporary file next to the target and renamed at the end, so a failed export
+leaves no partial file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from db import schema
+from db.engine import describe
+from db.errors import DatabaseError
+
+EXPORT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+@contextmanager
+def reading(target: str) -> Iterator[Connection]:
+    """A read-only connection to a farm results database at head (DatabaseError otherwise)."""
+    engine = schema.open_engine(target, readonly=True)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    except DBAPIError as exc:  # e.g. the server went away mid-query
+        raise DatabaseError(f"{describe(engine)}: {str(exc.orig).strip()}") from exc
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def atomic_output(out: Path) -> Iterator[Path]:
+    """A temporary path next to `out`, renamed to `out` if the block succeeds, deleted if not."""
+    out = out.expanduser()
+    if not out.parent.is_dir():
+        raise DatabaseError(f"cannot write {out}: folder {out.parent} does not exist")
+    # Not mkstemp: its 0600 mode would stick to the export; open(..., "x") honours the umask.
+    tmp = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.part"
+    try:
+        tmp.open("xb").close()
+    except OSError as exc:
+        raise DatabaseError(f"cannot write {out}: {exc.strerror}") from exc
+    try:
+        yield tmp
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def export_format(out: Path, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    found = EXPORT_FORMATS.get(out.suffix.lower())
+    if found is None:
+        raise DatabaseError(
+            f"cannot tell the format of {out} from its extension; pass --format csv or --format parquet"
+        )
+    return found
+
+
+def write_csv(path: Path, chunks: Iterator[pd.DataFrame]) -> int:
+    n = 0
+    with path.open("w", newline="") as f:
+        for i, df in enumerate(chunks):
+            df.to_csv(f, header=i == 0, index=False)
+            n += len(df)
+    return n
+
+
+def write_parquet(path: Path, chunks: Iterator[pd.DataFrame]) -> int:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise DatabaseError(
+            "Parquet export needs pyarrow: pip install 'triton-matmul-farm[parquet]'"
+        ) from exc
+    n, writer = 0, None
+    try:
+        for df in chunks:
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table.cast(writer.schema))
+            n += len(df)
+    finally:
+        if writer is not None:
+            writer.close()
+    return n

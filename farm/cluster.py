@@ -1,0 +1,174 @@
+"""Ray's lifecycle for a sweep: join the cluster running where the driver runs, or start a local
+Ray when none is; start one GPU worker actor per GPU, and stop them.
+
+How to init is decided by a pure function (`plan_ray_init`), in this order:
+1. `--address`: that cluster, always.
+2. RAY_ADDRESS: the cluster the environment names (`ray job submit` sets it for the entrypoint).
+3. A Ray head already running on this node (`ray start --head`, as `ray up` does): `ray submit`
+   runs `python ~/sweep.py` there with no address at all. Ray records the head's address in
+   <ray temp dir>/ray_current_cluster; a stale file (the head was killed) is not a running head.
+4. Otherwise a local Ray with one logical GPU per worker (no GPU) or the GPUs torch sees.
+Joining never passes num_cpus/num_gpus: Ray refuses them when connecting ("When connecting to an
+existing cluster, num_cpus and num_gpus must not be provided").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from farm.errors import UserError
+from farm.worker import GpuWorker, WorkerInfo
+
+log = logging.getLogger("farm")
+
+# A head that does not accept a TCP connection in this long is not there: Ray itself would retry
+# for minutes (seen: "Failed to connect to GCS ... within 5 seconds", repeated past 2 minutes).
+PROBE_TIMEOUT_S = 5.0
+# Connecting to a Ray cluster at this address form goes through Ray Client, not the GCS port.
+_SCHEMES = ("ray://", "http://", "https://")
+
+
+@dataclass(frozen=True)
+class RayInit:
+    """How to init Ray: join `address`, or start a local Ray when it is None."""
+
+    address: str | None
+    source: str  # where the address came from, for messages
+
+    @property
+    def joins(self) -> bool:
+        return self.address is not None
+
+
+def plan_ray_init(address: str | None, env_address: str | None, local_head: str | None) -> RayInit:
+    """The decision alone, from what the command line, the environment and this node say."""
+    if address:
+        return RayInit(address, "--address")
+    if env_address:
+        return RayInit(env_address, "RAY_ADDRESS")
+    if local_head:
+        return RayInit(local_head, "the Ray head running on this node")
+    return RayInit(None, "a new local Ray")
+
+
+def ray_address_file() -> Path:
+    """Where `ray start` records the head's address (mirrors ray._common.utils, a private module)."""
+    if "RAY_TMPDIR" in os.environ:
+        temp = os.environ["RAY_TMPDIR"]
+    elif sys.platform.startswith("linux") and "TMPDIR" in os.environ:
+        temp = os.environ["TMPDIR"]
+    else:
+        temp = "/tmp"
+    return Path(temp) / "ray" / "ray_current_cluster"
+
+
+def local_head(address_file: Path | None = None) -> str | None:
+    """The address of a Ray head running on this node, or None (no file, or nothing listening)."""
+    path = address_file or ray_address_file()
+    try:
+        address = path.read_text().strip()
+    except OSError:
+        return None
+    return address if address and reachable(address) else None
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """host and port of `host:port` (any of _SCHEMES in front); None for `auto` and other forms."""
+    for scheme in _SCHEMES:
+        address = address.removeprefix(scheme)
+    host, sep, port = address.rstrip("/").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def reachable(address: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """True when something accepts a TCP connection at the address (or it is not host:port)."""
+    where = _host_port(address)
+    if where is None:
+        return True  # `auto` and the like: Ray resolves them and says what failed
+    try:
+        with socket.create_connection(where, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def connect(ray, address: str | None, workers: int | None) -> bool:
+    """Init Ray as `plan_ray_init` decides; True when this process started it (and stops it)."""
+    if ray.is_initialized():
+        return False
+    plan = plan_ray_init(address, os.environ.get("RAY_ADDRESS"), local_head())
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if plan.joins:
+        if not reachable(plan.address):
+            raise UserError(f"cannot reach the Ray cluster at {plan.address} (from {plan.source})")
+        try:
+            ray.init(address=plan.address, **quiet)
+        except ConnectionError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(
+                f"cannot join the Ray cluster at {plan.address} ({plan.source}): {first}"
+            ) from exc
+        log.info("joined the Ray cluster at %s (%s)", plan.address, plan.source)
+        return False
+    import torch
+
+    gpus = torch.cuda.device_count()
+    ray.init(num_gpus=gpus or workers or 2, include_dashboard=False, **quiet)
+    return True
+
+
+@dataclass
+class WorkerHandle:
+    """One GPU worker actor and what the driver knows about it."""
+
+    actor: object
+    info: WorkerInfo | None = None
+    env_id: int | None = None
+    alive: bool = True
+    recovering: object = None  # ObjectRef of the info() call that says it is back
+    fault: object = None  # the farm.faults.Fault it is recovering from
+    inflight: int = 0
+
+
+def start_workers(
+    ray,
+    plugin_sources: list,
+    *,
+    backend: str,
+    compile_threads: int,
+    workers: int | None,
+    max_restarts: int,
+    inflight_per_worker: int,
+) -> list[WorkerHandle]:
+    """One actor per GPU of the cluster (at most `workers`), each answered its info()."""
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    count = min(gpus, workers) if workers else gpus
+    if count < 1:
+        raise UserError("the Ray cluster has no GPUs; on a machine without one, run locally (no --address)")
+    actor_class = ray.remote(GpuWorker).options(
+        num_gpus=1,
+        num_cpus=0,
+        max_restarts=max_restarts,
+        max_task_retries=0,
+        max_concurrency=inflight_per_worker,
+    )
+    handles = [
+        WorkerHandle(actor_class.remote(plugin_sources, backend, compile_threads)) for _ in range(count)
+    ]
+    infos = ray.get([w.actor.info.remote() for w in handles], timeout=600)
+    for w, info in zip(handles, infos):
+        w.info = info
+    log.info("workers: %s", ", ".join(f"{i.worker} ({i.environment.gpu_name})" for i in infos))
+    return handles
+
+
+def stop_workers(ray, handles: list[WorkerHandle]) -> None:
+    for w in handles:
+        ray.kill(w.actor, no_restart=True)

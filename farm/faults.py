@@ -1,0 +1,126 @@
+"""The fault policy (DESIGN "Faults"), as decisions over the in-flight state; no Ray, no database.
+
+- A worker that dies (a CUDA error poisons its context, a segfault, SIGKILL, a lost node) is
+  restarted by Ray. The point it was checking is the suspect: it is retried once, alone, then
+  stored `crashed`. Points it was timing are retried one by one. Its other points go back to
+  the queue untouched.
+- A batch past its deadline gets its worker killed and restarted; the point it was checking (or
+  the batch's only point) is stored `timeout` at once: a hang is not worth a second deadline.
+- A config stored `crashed` or `timeout` is quarantined: its points on other shapes are stored
+  with the same status without running, so one bad config cannot use up the restarts.
+
+The driver applies the decisions (requeue, store, kill) and owns the Ray calls.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+from db.records import MeasurementRecord, Status
+from farm.metrics import operand_bytes
+from farm.plan import Batch, Point
+
+FINAL = (Status.CRASHED, Status.TIMEOUT)
+QUARANTINED = "quarantined"
+
+
+@dataclass
+class Fault:
+    kind: str  # "crashed" | "timeout" | "worker lost"
+    worker: int
+    point: str
+    detected: float
+    old_pid: int | None = None  # the process that failed; the restarted worker has another
+    recovery_s: float | None = None
+
+
+@dataclass
+class InFlight:
+    """A batch a worker is running, as far as its progress reports tell."""
+
+    batch: Batch
+    worker: int
+    index_of: dict
+    done: set = field(default_factory=set)
+    phase: str = "compile"  # compile | queued | check | timing (farm.worker.Progress)
+    current: int | None = None
+    timing: tuple = ()
+    deadline: float = 0.0
+
+
+@dataclass
+class LostBatch:
+    """What becomes of a batch whose worker died or hung."""
+
+    suspects: list[Point]  # the points that may have caused it
+    innocent: list[Point]  # back to the queue as one batch
+    retry: list[Point]  # each back alone (first failure)
+    store: list[tuple[Point, MeasurementRecord]]  # settled: stored with this record
+
+
+def suspects(flight: InFlight) -> set[int]:
+    """The points that may have killed the worker: the one being checked, those being timed,
+    or, while the batch was still compiling, all of it (a compiler crash, or a launcher that
+    kills its process even when asked only to compile)."""
+    unfinished = set(range(len(flight.batch.points))) - flight.done
+    if flight.phase == "compile":
+        return unfinished
+    if flight.phase == "check" and flight.current is not None:
+        return {flight.current}
+    if flight.phase == "timing":
+        return set(flight.timing) & unfinished
+    return set()
+
+
+def failure_record(point: Point, status: str, error: str) -> MeasurementRecord:
+    return point.record(status, error, operand_bytes=operand_bytes(point.m, point.n, point.k, point.dtype))
+
+
+class FaultPolicy:
+    """Retry once then store, and quarantine, over the attempts and stored failures it has seen."""
+
+    def __init__(self, versions: dict[str, str]):
+        self.versions = versions  # variant -> code version: part of a point's identity
+        self.attempts: collections.Counter = collections.Counter()
+        self.quarantine: dict[tuple, MeasurementRecord] = {}
+
+    def retry(self, point: Point) -> bool:
+        """Count a failure of `point`: True the first time (run it again, alone), then False (store it)."""
+        key = point.key(self.versions[point.variant])
+        self.attempts[key] += 1
+        return self.attempts[key] < 2
+
+    def lost(self, flight: InFlight, kind: str, detail: str) -> LostBatch:
+        """The batch of a worker that died (`crashed`, `worker lost`) or hung (`timeout`)."""
+        blamed = suspects(flight)
+        outcome = LostBatch(
+            suspects=[flight.batch.points[i] for i in sorted(blamed)],
+            innocent=[p for i, p in enumerate(flight.batch.points) if i not in flight.done | blamed],
+            retry=[],
+            store=[],
+        )
+        for point in outcome.suspects:
+            if kind == "timeout" and (flight.phase == "check" or len(flight.batch.points) == 1):
+                outcome.store.append((point, failure_record(point, Status.TIMEOUT, f"timed out: {detail}")))
+            elif self.retry(point):
+                outcome.retry.append(point)
+            else:
+                outcome.store.append((point, failure_record(point, Status.CRASHED, f"{kind}: {detail}")))
+        return outcome
+
+    def stored(self, point: Point, record: MeasurementRecord) -> None:
+        """Note a stored record: a config that ended crashed or timeout is quarantined."""
+        if record.status in FINAL and not record.error.startswith(QUARANTINED):
+            self.quarantine[(point.variant, point.dtype, point.config.key)] = record
+
+    def quarantined(self, point: Point) -> MeasurementRecord | None:
+        """The record to store instead of running `point`, if its config is quarantined."""
+        culprit = self.quarantine.get((point.variant, point.dtype, point.config.key))
+        if culprit is None:
+            return None
+        note = (
+            f"{QUARANTINED}: this config ended {culprit.status} on {culprit.m}x{culprit.n}x{culprit.k} "
+            f"({culprit.error.splitlines()[0][:200]}); not run"
+        )
+        return failure_record(point, culprit.status, note)

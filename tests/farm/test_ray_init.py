@@ -1,0 +1,106 @@
+"""How a sweep finds its Ray: --address, RAY_ADDRESS, a head running on this node, else a local one;
+and an address that cannot be reached is one error line and exit status 2."""
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from farmkit import REPO, farm_command, subprocess_env
+
+from farm.cluster import RayInit, _host_port, local_head, plan_ray_init, reachable
+
+
+@pytest.mark.parametrize(
+    ("address", "env", "head", "expected"),
+    [
+        pytest.param(None, None, None, RayInit(None, "a new local Ray"), id="nothing-running-start-local"),
+        pytest.param(
+            None,
+            None,
+            "10.0.0.5:6379",
+            RayInit("10.0.0.5:6379", "the Ray head running on this node"),
+            id="ray-submit-joins-the-local-head",
+        ),
+        pytest.param(
+            None,
+            "10.0.0.7:6379",
+            "10.0.0.5:6379",
+            RayInit("10.0.0.7:6379", "RAY_ADDRESS"),
+            id="ray-address-over-local-head",
+        ),
+        pytest.param(
+            "auto", "10.0.0.7:6379", "10.0.0.5:6379", RayInit("auto", "--address"), id="flag-overrides-all"
+        ),
+        pytest.param(None, "", None, RayInit(None, "a new local Ray"), id="empty-ray-address-ignored"),
+    ],
+)
+def test_plan_ray_init(address, env, head, expected: RayInit) -> None:
+    plan = plan_ray_init(address, env, head)
+    assert plan == expected and plan.joins == (expected.address is not None)
+
+
+@pytest.fixture
+def listening():
+    """host:port of a socket that accepts connections, as a running head's GCS does."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed when the block ends: nothing listens there
+
+
+def test_local_head_is_the_recorded_address_when_something_listens(tmp_path: Path, listening: str) -> None:
+    record = tmp_path / "ray_current_cluster"
+    assert local_head(record) is None  # no `ray start` on this node
+    record.write_text(listening + "\n")
+    assert local_head(record) == listening
+
+
+def test_a_stale_address_file_is_no_head(tmp_path: Path, closed_port: int) -> None:
+    record = tmp_path / "ray_current_cluster"
+    record.write_text(f"127.0.0.1:{closed_port}")  # the head was killed; its file stayed
+    assert local_head(record) is None
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        pytest.param("10.0.0.5:6379", ("10.0.0.5", 6379), id="gcs"),
+        pytest.param("ray://head.example:10001", ("head.example", 10001), id="ray-client"),
+        pytest.param("http://127.0.0.1:8265/", ("127.0.0.1", 8265), id="dashboard-url"),
+        pytest.param("[::1]:6379", ("::1", 6379), id="ipv6"),
+        pytest.param("auto", None, id="auto"),
+        pytest.param("head:port", None, id="no-port-number"),
+    ],
+)
+def test_host_port(address: str, expected) -> None:
+    assert _host_port(address) == expected
+
+
+def test_reachable(listening: str, closed_port: int) -> None:
+    assert reachable(listening) and reachable("auto")  # auto: Ray resolves it and reports failure
+    assert not reachable(f"127.0.0.1:{closed_port}", timeout=2)
+
+
+@pytest.mark.parametrize("how", ["--address", "RAY_ADDRESS"])
+def test_unreachable_address_is_one_line_and_exit_2(tmp_path: Path, tiny_spec: Path, closed_port: int, how):
+    address = f"127.0.0.1:{closed_port}"
+    db = tmp_path / "results.db"
+    env = subprocess_env()
+    env.pop("RAY_ADDRESS", None)
+    args = ["sweep", "--spec", str(tiny_spec), "--db", str(db), "--no-progress"]
+    if how == "--address":
+        args += ["--address", address]
+    else:
+        env["RAY_ADDRESS"] = address
+    run = subprocess.run(farm_command(*args), cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == f"error: cannot reach the Ray cluster at {address} (from {how})\n"
+    assert not db.exists()  # nothing written
