@@ -70,12 +70,7 @@ class SweepResult:
 class Driver:
     def __init__(self, spec: GridSpec, options: SweepOptions, command: str):
         self.spec, self.options, self.command = spec, options, command
-        self.timing_policy = TimingPolicy(
-            spec.timing.min_reps,
-            spec.timing.max_reps,
-            spec.timing.target_ci,
-            spec.timing.max_seconds_per_point,
-        )
+        self.timing_policy = TimingPolicy.from_spec(spec.timing)
         self.repeats = spec.timing.nondeterminism_repeats
         self.queue: collections.deque[Batch] = collections.deque()
         self.inflight: dict[object, InFlight] = {}
