@@ -1,7 +1,7 @@
 """The dashboard's router: `streamlit run dashboard/app.py -- --db PATH_OR_URL` or `farm dashboard --db ...`.
 
 Opens the database read-only (default $FARM_DB, else results.db); every page below is layout over
-db.queries / db.dashboard_queries through dashboard.common's caches.
+db.queries through dashboard.common's caches.
 """
 
 import sys
