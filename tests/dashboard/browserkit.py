@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from pagekit import REPO
 from playwright.sync_api import Page, expect, sync_playwright
+from ports import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 # This network refuses Chromium's background connections: without these flags it stalls on them.
@@ -32,12 +32,6 @@ CHROMIUM_ARGS = [
 ]
 START_S = 60
 WAIT_MS = 30_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

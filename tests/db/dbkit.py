@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -154,15 +153,6 @@ def run_together(n: int, fn: Callable[[], object]) -> tuple[list, list[Exception
     for t in threads:
         t.join(60)
     return results, errors
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-NOT_A_DB = b"gpu,ms\nH200,0.5\n" * 20
 
 
 def tree(root: Path) -> dict[str, bytes]:
