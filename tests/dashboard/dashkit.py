@@ -170,7 +170,10 @@ SMALL_SPLITK = {
     (MID, (128, 128)): (64 / 132, 2, 1.5),
     (SQUARE, (128, 128)): (1024 / 132, 2, 0.8),
 }
-SMALL_BEST_PER_SHAPE = {SKINNY: (128, 128), MID: (128, 128), SQUARE: (128, 128)}
+# splitk_best per shape: (tiles per SM of the fastest unsplit grid, best split_k, best unsplit ms / best
+# split ms). SKINNY: 64x64 unsplit (0.160 ms, 16 tiles) is the fastest unsplit kernel, 128x128 split 8
+# (0.040 ms) the fastest split: 4.0, where 128x128's own ratio is 5.0.
+SMALL_SPLITK_BEST = {SKINNY: (16 / 132, 8, 4.0), MID: (64 / 132, 2, 1.5), SQUARE: (1024 / 132, 2, 0.8)}
 # The best Triton time per split_k over every block shape (splitk_curve), SKINNY: sweep b measured
 # split 16 again at 0.042 ms, so the curve's best split-16 time is sweep b's.
 SKINNY_CURVE = {1: 1.0, 4: 0.160 / 0.050, 8: 0.160 / 0.040, 16: 0.160 / 0.042}
@@ -243,6 +246,34 @@ def small_db(path: Path) -> Path:
             Batch(A100, _splitk(A100, A100_SPLITK), sweep="small-a100"),
         ],
     )
+
+
+# ---- split-K where the best per-block ratio and best-vs-best disagree (seen on an H200) ----
+
+# 96x7168x2048: blocks A (64x128) unsplit 0.0205 ms is the fastest kernel; blocks B (32x64) split 4
+# at 0.0229 ms is the fastest split, and B unsplit takes 0.0254 ms. Per block shape B's ratio is
+# 0.0254 / 0.0229 = 1.11 (the old table's "split wins"); best against best is 0.0205 / 0.0229 = 0.90.
+VERDICT_SHAPE = (96, 7168, 2048)
+BLOCKS_A, BLOCKS_B = (64, 128, 64), (32, 64, 64)
+VERDICT_MS = {
+    ("grouped", BLOCKS_A, 1): 0.0205,
+    ("splitk", BLOCKS_B, 1): 0.0254,
+    ("splitk", BLOCKS_B, 4): 0.0229,
+}
+VERDICT_SPEEDUP = 0.0205 / 0.0229
+VERDICT_BLOCK_RATIO = 0.0254 / 0.0229
+# p20-p80 of +-2% on each side: 0.90's range (0.86-0.93) stays under 1, so the verdict is a loss.
+VERDICT = "split loses"
+
+
+def splitk_verdict_db(path: Path) -> Path:
+    """The 96x7168x2048 case above, on an H200 in bfloat16, plus stream-K at 0.0210 ms with blocks A."""
+    records = [
+        point(H200, variant, VERDICT_SHAPE, ms, block=block, split_k=s)
+        for (variant, block, s), ms in VERDICT_MS.items()
+    ]
+    records.append(point(H200, "streamk", VERDICT_SHAPE, 0.0210, block=BLOCKS_A))
+    return build(path, [Batch(H200, records, sweep="splitk-verdict")])
 
 
 # ---- interpreter-only and failed-sweep databases ----
