@@ -20,7 +20,7 @@ from glob import glob
 from pathlib import Path
 
 import pytest
-from ports import free_port
+from bench.ports import free_port
 from sqlalchemy import Engine, create_engine, make_url
 
 PG_URL_VAR = "FARM_TEST_PG_URL"

@@ -13,9 +13,9 @@ from typing import ClassVar
 
 import pytest
 from pagekit import REPO, app
-from ports import free_port
 from sqlalchemy import make_url
 
+from bench.ports import free_port
 from dashboard import launch
 from db.engine import display_target, make_engine
 from db.errors import DatabaseError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from dbkit import NOT_A_DB, create, read_only, tree
-from ports import free_port
+from bench.ports import free_port
 from sqlalchemy import Engine, inspect, make_url, text
 from sqlalchemy.exc import DBAPIError
 
