@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from dbkit import NOT_A_DB, create, read_only, tree
-from bench.ports import free_port
 from sqlalchemy import Engine, inspect, make_url, text
 from sqlalchemy.exc import DBAPIError
 
+from bench.ports import free_port
 from db.engine import make_engine
 from db.errors import DatabaseError
 from db.schema import ensure_current
