@@ -19,11 +19,9 @@ from pathlib import Path
 from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
 
 from bench.ports import free_port
-from dashboard.common import DEFAULT_PAGE, NAV
+from dashboard.common import DEFAULT_PAGE, PAGES  # noqa: F401  (PAGES: for the callers)
 
 REPO = Path(__file__).resolve().parents[1]
-# Page (file in app_pages/, url path) -> its title, in the sidebar's order.
-PAGES = {name: title for pages in NAV.values() for name, title, _ in pages}
 CHROMIUM = Path("/usr/bin/chromium")
 # This network refuses Chromium's background connections: without these flags it stalls on them.
 CHROMIUM_ARGS = [

@@ -35,6 +35,8 @@ NAV = {
     ],
 }
 DEFAULT_PAGE = "overview"
+# Page (file in app_pages/, url path) -> its title, in the sidebar's order.
+PAGES = {name: title for pages in NAV.values() for name, title, _ in pages}
 # farm.cli's default too; the dashboard does not import farm (DESIGN.md: dashboard uses db only).
 DEFAULT_DB = "results.db"
 # A running sweep commits a batch every few seconds: 30 s keeps the pages close to live, while the

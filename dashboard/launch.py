@@ -49,9 +49,7 @@ def streamlit_env(target: str) -> dict[str, str]:
     return {**os.environ, DB_ENV: target}
 
 
-def run_dashboard(
-    target: str, *, port: int = 8501, headless: bool = False, host: str = LOCAL
-) -> int:
+def run_dashboard(target: str, *, port: int = 8501, headless: bool = False, host: str = LOCAL) -> int:
     """Serve the dashboard on `target` until Streamlit exits; its exit status.
 
     The database is checked first, as the dashboard opens it (read-only, a farm results database at
