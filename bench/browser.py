@@ -7,6 +7,7 @@ Used by the browser test, bench/dashboard_render.py and bench/screenshots.py.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -133,8 +134,16 @@ class Console:
         tab.on("pageerror", lambda exc: self.messages.append(f"pageerror: {exc}"))
 
     def _on_message(self, msg: ConsoleMessage) -> None:
+        url = msg.location.get("url", "")
+        # Opening a page by its URL (/splitk), Streamlit's client first probes /splitk/_stcore/health and
+        # host-config to find its base path, and the 404s it gets are logged: its discovery, not an error.
+        if msg.text.startswith("Failed to load resource") and re.search(
+            r"/[^/]+/_stcore/(health|host-config)$", url
+        ):
+            return
         if msg.type in ("warning", "error"):
-            self.messages.append(f"{msg.type}: {msg.text}")
+            where = msg.location.get("url", "") if msg.text.startswith("Failed to load resource") else ""
+            self.messages.append(f"{msg.type}: {msg.text}" + (f" ({where})" if where else ""))
 
     def take(self) -> list[str]:
         out, self.messages = self.messages, []

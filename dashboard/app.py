@@ -20,7 +20,11 @@ from dashboard import common  # noqa: E402
 from db import queries  # noqa: E402
 from db.errors import DatabaseError  # noqa: E402
 
-st.set_page_config(page_title="Matmul farm", page_icon=":material/grid_on:", layout="wide")
+# A local favicon: with a Material icon (the page's or page_icon's) the browser fetches it from
+# fonts.gstatic.com, a failed request on a machine without internet access.
+st.set_page_config(
+    page_title="Matmul farm", page_icon=str(Path(__file__).with_name("favicon.png")), layout="wide"
+)
 
 # Registered first, so that even an error page below keeps the sidebar's navigation.
 page = st.navigation(

@@ -32,8 +32,13 @@ def ratio_scale(values: pd.Series, *, log: bool = True) -> tuple[alt.Scale, alt.
     lo = min(float(vals.min()), 1.0) / 1.1 if len(vals) else 0.5
     hi = max(float(vals.max()), 1.0) * 1.1 if len(vals) else 2.0
     ticks = [t for t in RATIO_TICKS if lo <= t <= hi]
-    kind = "log" if log else "linear"
-    return alt.Scale(type=kind, domain=[lo, hi], nice=False, zero=False), alt.Axis(values=ticks)
+    # zero=False only on a linear scale (Vega-Lite warns that a log scale drops it).
+    scale = (
+        alt.Scale(type="log", domain=[lo, hi], nice=False)
+        if log
+        else alt.Scale(domain=[lo, hi], nice=False, zero=False)
+    )
+    return scale, alt.Axis(values=ticks)
 
 
 def data_log_scale(values: pd.Series) -> alt.Scale:
@@ -285,7 +290,8 @@ def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
     )
     text = base.mark_text(fontSize=11).encode(text=alt.Text("speedup:Q", format=".2f"))
     return alt.layer(rect, text).properties(
-        title=_title("Speedup over GROUP_SIZE_M = 1 by problem size", note), height=alt.Step(34)
+        title=_title("Speedup over GROUP_SIZE_M = 1 by problem size", note),
+        height=34 * max(1, cells.group_m.nunique()) if len(cells) else 34,
     )
 
 
@@ -413,7 +419,7 @@ def shape_configs(configs: pd.DataFrame, shape: str, note: str = "") -> alt.Laye
         ],
     )
     return alt.layer(band, bars, dots).properties(
-        title=_title(f"{shape}: the fastest {len(data)} configs", note), height=alt.Step(16)
+        title=_title(f"{shape}: the fastest {len(data)} configs", note), height=16 * max(1, len(data))
     )
 
 
@@ -491,5 +497,5 @@ def count_bars(counts: dict[str, int], field: str, description: str) -> alt.Char
             y=alt.Y(f"{field}:N", sort="-x", title=None),
             tooltip=[f"{field}:N", "measurements:Q"],
         )
-        .properties(height=alt.Step(26))
+        .properties(height=26 * max(1, len(data)))
     )
