@@ -20,7 +20,10 @@ VERDICT_COLOURS = alt.Scale(domain=["faster", "same", "slower"], range=["#2a9d4b
 CATEGORIES = alt.Scale(scheme="tableau10")
 # Legend swatches at full opacity whatever the marks' (faint dots gave 35% swatches).
 LEGEND = alt.Legend(symbolOpacity=1)
-NO_TIP = alt.value(None)  # reference marks: no tooltip (Streamlit's theme gives every mark one)
+NO_TIP = alt.value(None)
+# Streamlit sizes charts with autosize "fit": a height holds the x axis, its title and the chart's
+# title too, so a chart of N rows gets N steps plus this much.
+AXES_PX = 90  # reference marks: no tooltip (Streamlit's theme gives every mark one)
 # Ticks a ratio axis may use: 1 always among them when in range (Vega's own log ticks skip it).
 RATIO_TICKS = (0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100)
 
@@ -38,7 +41,8 @@ def ratio_scale(values: pd.Series, *, log: bool = True) -> tuple[alt.Scale, alt.
         if log
         else alt.Scale(domain=[lo, hi], nice=False, zero=False)
     )
-    return scale, alt.Axis(values=ticks)
+    # An explicit format: Vega's log axes label only some of the given ticks otherwise.
+    return scale, alt.Axis(values=ticks, format="~g")
 
 
 def data_log_scale(values: pd.Series) -> alt.Scale:
@@ -269,7 +273,10 @@ def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
     base = alt.Chart(cells, description="median speedup per cell").encode(
         # Every bin between the smallest and the largest, empty ones too: the axis is to scale.
         x=alt.X(
-            "size:O", scale=alt.Scale(domain=frames.heatmap_bins(cells)), title="operand bytes / L2 (bin)"
+            "size:O",
+            scale=alt.Scale(domain=frames.heatmap_bins(cells)),
+            axis=alt.Axis(labelAngle=0),
+            title="operand bytes / L2 (bin)",
         ),
         y=alt.Y("group_m:O", title="GROUP_SIZE_M", sort="descending"),
     )
@@ -291,7 +298,7 @@ def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
     text = base.mark_text(fontSize=11).encode(text=alt.Text("speedup:Q", format=".2f"))
     return alt.layer(rect, text).properties(
         title=_title("Speedup over GROUP_SIZE_M = 1 by problem size", note),
-        height=34 * max(1, cells.group_m.nunique()) if len(cells) else 34,
+        height=40 * max(2, cells.group_m.nunique()) + AXES_PX,
     )
 
 
@@ -391,7 +398,7 @@ def shape_configs(configs: pd.DataFrame, shape: str, note: str = "") -> alt.Laye
     )
     order = data.config.tolist()
     xscale, xaxis = ratio_scale(pd.concat([data.rel_lo, data.rel_hi]), log=False)
-    y = alt.Y("config:N", sort=order, title=None)
+    y = alt.Y("config:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     base = alt.Chart(data, description="configs of the shape")
     band = (
         alt.Chart(pd.DataFrame({"lo": [1.0], "hi": [1 + frames.NOISE]}), description="within noise")
@@ -419,7 +426,8 @@ def shape_configs(configs: pd.DataFrame, shape: str, note: str = "") -> alt.Laye
         ],
     )
     return alt.layer(band, bars, dots).properties(
-        title=_title(f"{shape}: the fastest {len(data)} configs", note), height=16 * max(1, len(data))
+        title=_title(f"{shape}: the fastest {len(data)} configs", note),
+        height=22 * max(1, len(data)) + AXES_PX,
     )
 
 
@@ -497,5 +505,5 @@ def count_bars(counts: dict[str, int], field: str, description: str) -> alt.Char
             y=alt.Y(f"{field}:N", sort="-x", title=None),
             tooltip=[f"{field}:N", "measurements:Q"],
         )
-        .properties(height=26 * max(1, len(data)))
+        .properties(height=26 * max(1, len(data)) + AXES_PX)
     )

@@ -214,7 +214,8 @@ def shape_configs(rows: pd.DataFrame, peak_tflops: float) -> pd.DataFrame:
     df["rel_lo"] = df.ms_p20.fillna(df.ms) / best
     df["rel_hi"] = df.ms_p80.fillna(df.ms) / best
     df["pct_peak"] = 100 * df.tflops / peak_tflops if peak_tflops > 0 else np.nan
-    df["config"] = df.variant + " " + df.config_key
+    # Ranked: the same config measured by two code versions is two rows.
+    df["config"] = [f"{i + 1}. {v} {c}" for i, (v, c) in enumerate(zip(df.variant, df.config_key))]
     return df
 
 
