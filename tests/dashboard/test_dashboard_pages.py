@@ -151,6 +151,20 @@ def test_splitk_verdict_agrees_in_table_dots_and_curve(verdict_db: Path) -> None
     blocks = layer(scatter, "same blocks", "circle").data
     assert blocks.speedup.max() == pytest.approx(kit.VERDICT_BLOCK_RATIO)
     assert layer(curve, "stream-K", "rule").data.speedup.tolist() == pytest.approx([0.0205 / 0.0210])
+    assert any("Throttled: 1 of 4 ok rows" in w and "1,500 MHz" in w for w in texts(at, "warning"))
+
+
+def test_explorer_shows_clock_and_throttle_state_per_row(verdict_db: Path) -> None:
+    at = render(verdict_db, "explorer")
+    no_exception(at)
+    table = at.dataframe[0].value
+    throttled = table[table.throttled.fillna(False).astype(bool)]
+    assert throttled[["variant", "sm_clock_mhz", "throttle_reasons"]].values.tolist() == [
+        ["streamk", 1500, "sw_power_cap"]
+    ]
+    assert any(
+        "1 of the rows shown ran while the GPU reported a throttle reason" in w for w in texts(at, "warning")
+    )
 
 
 def test_grouping_plots_speedup_against_operands_over_l2_and_the_heatmap(dbs: dict[str, Path]) -> None:
