@@ -440,14 +440,14 @@ def splitk_best(
     for k in SPLITK_KINDS:
         for c in _KIND_COLUMNS:
             out[f"{k}_{c}"] = wide[(c, k)] if (c, k) in wide.columns else pd.NA
-    out = normalize_prefixed(out.reset_index())
+    out = _normalize_prefixed(out.reset_index())
     out = out[out.split_ms.notna() | out.streamk_ms.notna()].reset_index(drop=True)
     out["speedup"] = out.unsplit_ms / out.split_ms
     out["streamk_speedup"] = out.unsplit_ms / out.streamk_ms
     return out
 
 
-def normalize_prefixed(df: pd.DataFrame) -> pd.DataFrame:
+def _normalize_prefixed(df: pd.DataFrame) -> pd.DataFrame:
     """normalize() for columns named PREFIX_COLUMN (unsplit_ms, split_block_m, ...)."""
     for col in df.columns:
         base = col.split("_", 1)[1] if col.split("_", 1)[0] in SPLITK_KINDS else col
