@@ -26,6 +26,7 @@ NO_TIP = alt.value(None)
 AXES_PX = 90  # reference marks: no tooltip (Streamlit's theme gives every mark one)
 # Ticks a ratio axis may use: 1 always among them when in range (Vega's own log ticks skip it).
 RATIO_TICKS = (0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100)
+COARSE_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
 
 
 def ratio_scale(values: pd.Series, *, log: bool = True) -> tuple[alt.Scale, alt.Axis]:
@@ -34,7 +35,9 @@ def ratio_scale(values: pd.Series, *, log: bool = True) -> tuple[alt.Scale, alt.
     vals = vals[vals > 0]
     lo = min(float(vals.min()), 1.0) / 1.1 if len(vals) else 0.5
     hi = max(float(vals.max()), 1.0) * 1.1 if len(vals) else 2.0
-    ticks = [t for t in RATIO_TICKS if lo <= t <= hi]
+    # A wide range gets the 1-2-5 ticks only: crowded labels near 1 would be dropped, 1 among them.
+    candidates = RATIO_TICKS if hi / lo < 3 else COARSE_TICKS
+    ticks = [t for t in candidates if lo <= t <= hi]
     # zero=False only on a linear scale (Vega-Lite warns that a log scale drops it).
     scale = (
         alt.Scale(type="log", domain=[lo, hi], nice=False)
