@@ -2,7 +2,7 @@
 
     python bench/dashboard_render.py [--db /tmp/farm-dashboard-100k.db] [--reps 5] [--browser]
 
-Builds the database the tests use (tests/dashboard/dashkit.py: two GPUs, three dtypes, every variant,
+Builds the database the tests use (bench/sample_db.py's big_db: two GPUs, three dtypes, every variant,
 a second host, a failed sweep, interpreter rows) once and reuses it. Then, per page, through
 Streamlit's AppTest (the script run: queries, pandas, Altair spec and Arrow serialisation):
 - cold: query caches cleared first (a first visit, or the first one after the 30 s TTL);
@@ -27,12 +27,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "dashboard")]  # run from a checkout without installing
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-import browserkit  # noqa: E402
-import dashkit  # noqa: E402
-import pagekit  # noqa: E402
 import streamlit as st  # noqa: E402
+
+from bench import apptest, browser, sample_db  # noqa: E402
+from dashboard.common import DEFAULT_PAGE, PAGES  # noqa: E402
 
 BUDGET_S = 2.0
 ROWS = 100_000
@@ -46,7 +47,7 @@ def ensure_db(path: Path) -> None:
             return
         sys.exit(f"{path} holds {have} rows, not {ROWS}: delete it or pass another --db")
     t = time.perf_counter()
-    dashkit.big_db(path, ROWS)
+    sample_db.big_db(path, ROWS)
     print(f"built {path} ({ROWS:,} rows) in {time.perf_counter() - t:.1f} s")
 
 
@@ -57,13 +58,13 @@ def time_apptest(db: Path, reps: int) -> dict[str, tuple[list[float], list[float
         lambda record: "No runtime found" not in record.getMessage()
     )
     out: dict[str, tuple[list[float], list[float]]] = {}
-    with pagekit.app(db) as at:
-        for page in pagekit.PAGES:
+    with apptest.app(db) as at:
+        for page in PAGES:
             cold, warm = [], []
             for _ in range(reps):
                 st.cache_data.clear()
                 t = time.perf_counter()
-                pagekit.show(at, page)
+                apptest.show(at, page)
                 cold.append(time.perf_counter() - t)
                 t = time.perf_counter()
                 at.run()
@@ -76,16 +77,16 @@ def time_apptest(db: Path, reps: int) -> dict[str, tuple[list[float], list[float
 def time_browser(db: Path, reps: int) -> dict[str, list[float]]:
     """page -> seconds from a click on its sidebar link to everything drawn in Chromium. A fresh server
     per rep, so each page runs its own queries cold (those it shares with earlier pages are cached)."""
-    out: dict[str, list[float]] = {page: [] for page in pagekit.PAGES}
-    with tempfile.TemporaryDirectory() as tmp, browserkit.chromium(Path(tmp) / "profile") as tab:
+    out: dict[str, list[float]] = {page: [] for page in PAGES}
+    with tempfile.TemporaryDirectory() as tmp, browser.chromium(Path(tmp) / "profile") as tab:
         for rep in range(reps):
-            with browserkit.serve(db, Path(tmp) / f"server-{rep}.log") as base:
-                tab.goto(pagekit.url(base, pagekit.DEFAULT_PAGE))
-                browserkit.wait_drawn(tab, pagekit.PAGES[pagekit.DEFAULT_PAGE])
-                for page, title in pagekit.PAGES.items():
+            with browser.serve(db, Path(tmp) / f"server-{rep}.log") as base:
+                tab.goto(browser.url(base, DEFAULT_PAGE))
+                browser.wait_drawn(tab, PAGES[DEFAULT_PAGE])
+                for page, title in PAGES.items():
                     t = time.perf_counter()
                     tab.locator('[data-testid="stSidebarNavLink"]', has_text=title).click()
-                    browserkit.wait_drawn(tab, title)
+                    browser.wait_drawn(tab, title)
                     out[page].append(time.perf_counter() - t)
     return out
 

@@ -1,7 +1,7 @@
 """The dashboard's router: `streamlit run dashboard/app.py -- --db PATH_OR_URL` or `farm dashboard --db ...`.
 
 Opens the database read-only (default $FARM_DB, else results.db); every page below is layout over
-db.queries / db.dashboard_queries through dashboard.common's caches.
+db.queries through dashboard.common's caches.
 """
 
 import sys
@@ -20,7 +20,11 @@ from dashboard import common  # noqa: E402
 from db import queries  # noqa: E402
 from db.errors import DatabaseError  # noqa: E402
 
-st.set_page_config(page_title="Matmul farm", page_icon=":material/grid_on:", layout="wide")
+# A local favicon: with a Material icon (the page's or page_icon's) the browser fetches it from
+# fonts.gstatic.com, a failed request on a machine without internet access.
+st.set_page_config(
+    page_title="Matmul farm", page_icon=str(Path(__file__).with_name("favicon.png")), layout="wide"
+)
 
 # Registered first, so that even an error page below keeps the sidebar's navigation.
 page = st.navigation(

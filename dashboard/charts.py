@@ -1,4 +1,4 @@
-"""The dashboard's Altair charts: DataFrames from db.dashboard_queries in, layered charts out.
+"""The dashboard's Altair charts: DataFrames from dashboard.frames in, layered charts out.
 
 Every layer carries a `description` naming what it draws, so a test can find the data each layer
 receives in the rendered spec. `note` is a subtitle (the interpreter label) shown on the chart
@@ -10,15 +10,61 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from dashboard import frames
+
 LOG = alt.Scale(type="log")
 RULE = {"strokeDash": [5, 4], "color": "#888"}
 VERDICT_COLOURS = alt.Scale(domain=["faster", "same", "slower"], range=["#2a9d4b", "#9a9a9a", "#d1495b"])
+# Categorical colours for ordinal values (K, GROUP_SIZE_M): a sequential ramp made K=1000 and K=2048
+# nearly the same colour and GROUP_SIZE_M 2 and 4 nearly white.
+CATEGORIES = alt.Scale(scheme="tableau10")
+# Legend swatches at full opacity whatever the marks' (faint dots gave 35% swatches).
+LEGEND = alt.Legend(symbolOpacity=1)
+NO_TIP = alt.value(None)
+# Streamlit sizes charts with autosize "fit": a height holds the x axis, its title and the chart's
+# title too, so a chart of N rows gets N steps plus this much.
+AXES_PX = 90  # reference marks: no tooltip (Streamlit's theme gives every mark one)
+# Ticks a ratio axis may use: 1 always among them when in range (Vega's own log ticks skip it).
+RATIO_TICKS = (0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100)
+COARSE_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
+
+
+def ratio_scale(values: pd.Series, *, log: bool = True) -> tuple[alt.Scale, alt.Axis]:
+    """A scale over the data and 1 (padded 10%, not rounded out to decades) and an axis with a tick at 1."""
+    vals = pd.to_numeric(values, errors="coerce").dropna()
+    vals = vals[vals > 0]
+    lo = min(float(vals.min()), 1.0) / 1.1 if len(vals) else 0.5
+    hi = max(float(vals.max()), 1.0) * 1.1 if len(vals) else 2.0
+    # A wide range gets the 1-2-5 ticks only: crowded labels near 1 would be dropped, 1 among them.
+    candidates = RATIO_TICKS if hi / lo < 3 else COARSE_TICKS
+    ticks = [t for t in candidates if lo <= t <= hi]
+    # zero=False only on a linear scale (Vega-Lite warns that a log scale drops it).
+    scale = (
+        alt.Scale(type="log", domain=[lo, hi], nice=False)
+        if log
+        else alt.Scale(domain=[lo, hi], nice=False, zero=False)
+    )
+    # An explicit format: Vega's log axes label only some of the given ticks otherwise.
+    return scale, alt.Axis(values=ticks, format="~g")
+
+
+def data_log_scale(values: pd.Series) -> alt.Scale:
+    """A log scale over the data alone, padded 20%, not rounded out to whole decades."""
+    vals = pd.to_numeric(values, errors="coerce").dropna()
+    vals = vals[vals > 0]
+    if vals.empty:
+        return LOG
+    return alt.Scale(type="log", domain=[float(vals.min()) / 1.2, float(vals.max()) * 1.2], nice=False)
+
+
+def colour_scale(n: int) -> alt.Scale:
+    return CATEGORIES if n <= 10 else alt.Scale(scheme="tableau20")
 
 
 def _only(df: pd.DataFrame, columns: str) -> pd.DataFrame:
     """The rows with just the columns a chart uses (space-separated names): the spec carries its data,
     so every extra column is Arrow bytes to send and Vega data to parse."""
-    return df[columns.split()]
+    return df[[c for c in columns.split() if c in df.columns]]
 
 
 def _title(text: str, note: str) -> alt.Title:
@@ -26,72 +72,128 @@ def _title(text: str, note: str) -> alt.Title:
 
 
 def _rule(channel: str, field: str, value: float, label: str, description: str) -> alt.LayerChart:
-    """A dashed reference line at field = value on one axis, with its label."""
+    """A dashed reference line at field = value on one axis, with its label (no tooltip)."""
     base = alt.Chart(pd.DataFrame({field: [value], "label": [label]}), description=description)
     at = {channel: alt.X(f"{field}:Q") if channel == "x" else alt.Y(f"{field}:Q")}
-    rule = base.mark_rule(**RULE).encode(**at)
+    rule = base.mark_rule(**RULE).encode(**at, tooltip=NO_TIP)
     # Labels where the two rules cannot meet: the vertical one's at the bottom, the horizontal one's at
     # the left (on log axes both rules often sit at a corner of the data).
     if channel == "x":
         text = base.mark_text(align="left", baseline="bottom", dx=4, dy=-4, color="#666").encode(
-            **at, y=alt.value("height"), text="label:N"
+            **at, y=alt.value("height"), text="label:N", tooltip=NO_TIP
         )
     else:
         text = base.mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#666").encode(
-            **at, x=alt.value(0), text="label:N"
+            **at, x=alt.value(0), text="label:N", tooltip=NO_TIP
         )
     return alt.layer(rule, text)
+
+
+def _noise_band(field: str, description: str = "within noise") -> alt.Chart:
+    """A grey band 1 +- NOISE on a ratio axis: a ratio inside it is run-to-run noise (2-3% on an H200)."""
+    data = pd.DataFrame({field: [1 - frames.NOISE], f"{field}_top": [1 + frames.NOISE]})
+    return (
+        alt.Chart(data, description=description)
+        .mark_rect(color="#bbb", opacity=0.25)
+        .encode(y=alt.Y(f"{field}:Q"), y2=f"{field}_top:Q", tooltip=NO_TIP)
+    )
 
 
 def _parity(lo: float, hi: float, x: str, y: str, description: str) -> alt.Chart:
     """The y = x line from lo to hi (both axes share the unit)."""
     data = pd.DataFrame({x: [lo, hi], y: [lo, hi]})
-    return alt.Chart(data, description=description).mark_line(**RULE).encode(x=f"{x}:Q", y=f"{y}:Q")
+    return (
+        alt.Chart(data, description=description)
+        .mark_line(**RULE)
+        .encode(x=f"{x}:Q", y=f"{y}:Q", tooltip=NO_TIP)
+    )
+
+
+GPU_STATE_TIPS = [
+    alt.Tooltip("sm_clock_mhz:Q", title="SM clock (MHz)", format=","),
+    alt.Tooltip("throttled:N", title="throttled"),
+]
 
 
 # ---- split-K ----
 
-_SPLITK_TIPS = [
-    alt.Tooltip("shape:N"),
-    alt.Tooltip("best_split_k:Q", title="best SPLIT_K"),
-    alt.Tooltip("config:N"),
-    alt.Tooltip("speedup:Q", format=".3f"),
-    alt.Tooltip("tiles_per_sm:Q", title="tiles / SM", format=".3g"),
-    alt.Tooltip("unsplit_ms:Q", title="unsplit ms", format=".4g"),
-    alt.Tooltip("split_ms:Q", title="split ms", format=".4g"),
-]
 
-
-def splitk_scatter(points: pd.DataFrame, note: str = "") -> alt.LayerChart:
-    """Speedup of the best split against tiles per SM of the unsplit grid, one dot per (shape, block
-    shape), the best split per shape outlined; rules at one tile per SM and at speedup 1."""
+def splitk_scatter(table: pd.DataFrame, blocks: pd.DataFrame, note: str = "") -> alt.LayerChart:
+    """Per shape, best split over best unsplit against tiles per SM of the fastest unsplit grid (the
+    dots the table lists, with p20-p80 bars); faint: each block shape's split against its own unsplit
+    time (the splitk_speedup view). Rules at one tile per SM and speedup 1, a band where it is noise."""
     pts = _only(
-        points[(points.tiles_per_sm > 0) & (points.speedup > 0)],
-        "shape m n k block_m block_n tiles_per_sm best_split_k config speedup unsplit_ms split_ms "
-        "best_for_shape",
+        table[(table.tiles_per_sm > 0) & (table.speedup > 0)],
+        "shape m n k tiles_per_sm speedup speedup_lo speedup_hi verdict unsplit_ms unsplit_config "
+        "split_ms split_config split_split_k unsplit_sm_clock_mhz throttled",
     )
-    enc = dict(
-        x=alt.X("tiles_per_sm:Q", scale=LOG, title="output tiles per SM of the unsplit grid"),
-        y=alt.Y("speedup:Q", scale=LOG, title="split-K speedup (best unsplit / best split)"),
-        color=alt.Color("k:O", title="K", scale=alt.Scale(scheme="viridis")),
-        tooltip=_SPLITK_TIPS,
+    light = _only(
+        blocks[(blocks.tiles_per_sm > 0) & (blocks.speedup > 0)],
+        "shape m n k block_m block_n tiles_per_sm best_split_k config speedup unsplit_ms split_ms",
     )
-    every = alt.Chart(pts, description="every block shape").mark_circle(size=35, opacity=0.35).encode(**enc)
-    best = (
-        alt.Chart(pts[pts.best_for_shape], description="best split per shape")
-        .mark_point(filled=True, size=130, opacity=1, stroke="black", strokeWidth=1)
-        .encode(**enc)
+    yscale, yaxis = ratio_scale(pd.concat([pts.speedup_lo, pts.speedup_hi, light.speedup]))
+    x = alt.X(
+        "tiles_per_sm:Q",
+        scale=data_log_scale(pd.concat([pts.tiles_per_sm, light.tiles_per_sm, pd.Series([1.0])])),
+        title="output tiles per SM of the unsplit grid",
+    )
+    colour = alt.Color("k:O", title="K", scale=colour_scale(pts.k.nunique()), legend=LEGEND)
+    per_block = (
+        alt.Chart(light, description="same blocks")
+        .mark_circle(size=30, opacity=0.3)
+        .encode(
+            x=x,
+            y=alt.Y("speedup:Q", scale=yscale, axis=yaxis),
+            color=colour,
+            tooltip=[
+                alt.Tooltip("shape:N"),
+                alt.Tooltip("config:N", title="blocks, best split"),
+                alt.Tooltip("speedup:Q", format=".3f", title="same-blocks speedup"),
+                alt.Tooltip("tiles_per_sm:Q", title="tiles / SM", format=".3g"),
+                alt.Tooltip("unsplit_ms:Q", title="unsplit ms, same blocks", format=".4g"),
+                alt.Tooltip("split_ms:Q", title="split ms", format=".4g"),
+            ],
+        )
+    )
+    base = alt.Chart(pts, description="best split against best unsplit")
+    bars = base.mark_rule(strokeWidth=2).encode(x=x, y="speedup_lo:Q", y2="speedup_hi:Q", color=colour)
+    best = base.mark_point(filled=True, size=110, opacity=1, stroke="black", strokeWidth=1).encode(
+        x=x,
+        y=alt.Y(
+            "speedup:Q",
+            scale=yscale,
+            axis=yaxis,
+            title="split-K speedup: best unsplit ms / best split ms (faint: same blocks)",
+        ),
+        color=colour,
+        tooltip=[
+            alt.Tooltip("shape:N"),
+            alt.Tooltip("verdict:N"),
+            alt.Tooltip("speedup:Q", format=".3f"),
+            alt.Tooltip("speedup_lo:Q", format=".3f", title="p20-p80 low"),
+            alt.Tooltip("speedup_hi:Q", format=".3f", title="p20-p80 high"),
+            alt.Tooltip("unsplit_config:N", title="best unsplit"),
+            alt.Tooltip("unsplit_ms:Q", title="unsplit ms", format=".4g"),
+            alt.Tooltip("split_config:N", title="best split"),
+            alt.Tooltip("split_ms:Q", title="split ms", format=".4g"),
+            alt.Tooltip("tiles_per_sm:Q", title="tiles / SM", format=".3g"),
+            alt.Tooltip("unsplit_sm_clock_mhz:Q", title="SM clock (MHz)", format=","),
+            alt.Tooltip("throttled:N"),
+        ],
     )
     return alt.layer(
-        every,
+        _noise_band("speedup"),
+        per_block,
+        bars,
         best,
         _rule("x", "tiles_per_sm", 1.0, "1 tile / SM", "one tile per SM"),
         _rule("y", "speedup", 1.0, "speedup 1", "speedup 1"),
     ).properties(title=_title("When split-K pays: fewer output tiles than SMs", note), height=420)
 
 
-def splitk_curve(curve: pd.DataFrame, note: str = "") -> alt.LayerChart:
-    """Speedup against SPLIT_K for one shape (best config per SPLIT_K), with the p20-p80 band."""
+def splitk_curve(curve: pd.DataFrame, shape: str, streamk_speedup: float, note: str = "") -> alt.LayerChart:
+    """Speedup against SPLIT_K for one shape (best config per SPLIT_K), with the p20-p80 bars; stream-K's
+    speedup as a labelled rule where it was measured."""
     x = alt.X(
         "split_k:Q",
         scale=alt.Scale(type="log", base=2),
@@ -106,13 +208,23 @@ def splitk_curve(curve: pd.DataFrame, note: str = "") -> alt.LayerChart:
         "config_key:N",
     ]
     curve = _only(curve, "split_k speedup speedup_lo speedup_hi ms variant config_key")
+    yscale, yaxis = ratio_scale(
+        pd.concat([curve.speedup_lo, curve.speedup_hi, pd.Series([streamk_speedup])]), log=False
+    )
     base = alt.Chart(curve, description="speedup per SPLIT_K")
     line = base.mark_line(point=alt.OverlayMarkDef(size=70)).encode(
-        x=x, y=alt.Y("speedup:Q", title="speedup over the best SPLIT_K = 1"), tooltip=tips
+        x=x,
+        y=alt.Y("speedup:Q", scale=yscale, axis=yaxis, title="best unsplit ms / best ms at this SPLIT_K"),
+        tooltip=tips,
     )
     band = base.mark_rule(strokeWidth=2, opacity=0.6).encode(x=x, y="speedup_lo:Q", y2="speedup_hi:Q")
-    return alt.layer(band, line, _rule("y", "speedup", 1.0, "speedup 1", "speedup 1")).properties(
-        title=_title("Speedup against SPLIT_K (bars: p20-p80)", note), height=320
+    layers = [_noise_band("speedup"), band, line, _rule("y", "speedup", 1.0, "speedup 1", "speedup 1")]
+    if pd.notna(streamk_speedup) and streamk_speedup > 0:
+        layers.append(
+            _rule("y", "speedup", float(streamk_speedup), f"stream-K {streamk_speedup:.2f}", "stream-K")
+        )
+    return alt.layer(*layers).properties(
+        title=_title(f"{shape}: speedup against SPLIT_K (bars: p20-p80)", note), height=320
     )
 
 
@@ -134,17 +246,21 @@ def grouping_scatter(points: pd.DataFrame, note: str = "") -> alt.LayerChart:
         alt.Tooltip("ms:Q", format=".4g"),
         alt.Tooltip("ms_group1:Q", title="ms, GROUP_SIZE_M 1", format=".4g"),
     ]
+    yscale, yaxis = ratio_scale(pts.speedup, log=False)
     dots = (
         alt.Chart(pts, description="speedup per config")
         .mark_circle(size=40, opacity=0.5)
         .encode(
             x=alt.X("operand_to_l2:Q", scale=LOG, title="operand bytes (A + B + C) / L2 size"),
-            y=alt.Y("speedup:Q", scale=alt.Scale(zero=False), title="speedup over GROUP_SIZE_M = 1"),
-            color=alt.Color("group_m:O", title="GROUP_SIZE_M"),
+            y=alt.Y("speedup:Q", scale=yscale, axis=yaxis, title="speedup over GROUP_SIZE_M = 1"),
+            color=alt.Color(
+                "group_m:O", title="GROUP_SIZE_M", scale=colour_scale(pts.group_m.nunique()), legend=LEGEND
+            ),
             tooltip=tips,
         )
     )
     return alt.layer(
+        _noise_band("speedup"),
         dots,
         _rule("x", "operand_to_l2", 1.0, "operands = L2", "L2 size"),
         _rule("y", "speedup", 1.0, "speedup 1", "speedup 1"),
@@ -152,12 +268,19 @@ def grouping_scatter(points: pd.DataFrame, note: str = "") -> alt.LayerChart:
 
 
 def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
-    """Median speedup per (GROUP_SIZE_M, problem size bin), the value written in each cell."""
+    """Median speedup per (GROUP_SIZE_M, problem size bin), the value written in each cell (a cell of one
+    config says so in its tooltip: one measurement is no median)."""
     # Centred on 1 and at least +-10% wide: run-to-run noise (2-3% on an H200) stays pale.
     spread = max(0.1, float((cells.speedup - 1).abs().max()) if len(cells) else 0.0)
     domain = [1 - spread, 1 + spread]
     base = alt.Chart(cells, description="median speedup per cell").encode(
-        x=alt.X("size:O", sort=alt.EncodingSortField("size_lo"), title="operand bytes / L2 (bin)"),
+        # Every bin between the smallest and the largest, empty ones too: the axis is to scale.
+        x=alt.X(
+            "size:O",
+            scale=alt.Scale(domain=frames.heatmap_bins(cells)),
+            axis=alt.Axis(labelAngle=0),
+            title="operand bytes / L2 (bin)",
+        ),
         y=alt.Y("group_m:O", title="GROUP_SIZE_M", sort="descending"),
     )
     rect = base.mark_rect().encode(
@@ -167,7 +290,8 @@ def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
         tooltip=[
             "size:N",
             alt.Tooltip("group_m:Q", title="GROUP_SIZE_M"),
-            alt.Tooltip("speedup:Q", format=".3f", title="median"),
+            alt.Tooltip("stat:N", title="value"),
+            alt.Tooltip("speedup:Q", format=".3f", title="speedup"),
             alt.Tooltip("speedup_min:Q", format=".3f", title="min"),
             alt.Tooltip("speedup_max:Q", format=".3f", title="max"),
             alt.Tooltip("n_configs:Q", title="configs"),
@@ -176,7 +300,8 @@ def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
     )
     text = base.mark_text(fontSize=11).encode(text=alt.Text("speedup:Q", format=".2f"))
     return alt.layer(rect, text).properties(
-        title=_title("Speedup over GROUP_SIZE_M = 1 by problem size", note), height=alt.Step(34)
+        title=_title("Speedup over GROUP_SIZE_M = 1 by problem size", note),
+        height=40 * max(2, cells.group_m.nunique()) + AXES_PX,
     )
 
 
@@ -213,28 +338,36 @@ def cublas_scatter(points: pd.DataFrame, note: str = "") -> alt.LayerChart:
     )
 
 
-def roofline(points: pd.DataFrame, roofs: pd.DataFrame, note: str = "") -> alt.LayerChart:
+def roofline(
+    points: pd.DataFrame, roofs: pd.DataFrame, note: str = "", highlight: str = ""
+) -> alt.LayerChart:
     """TFLOP/s against arithmetic intensity, log-log, under the GPU's compute and bandwidth roofs."""
     pts = _only(
         points[(points.intensity > 0) & (points.tflops > 0)],
-        "shape m n k provider config tflops intensity",
+        "shape m n k provider config tflops intensity pct_peak",
     )
-    x = alt.X("intensity:Q", scale=LOG, title="arithmetic intensity, 2MNK / operand bytes (FLOP/B)")
-    y = alt.Y("tflops:Q", scale=LOG, title="TFLOP/s")
+    both = lambda c: pd.concat([pts[c], roofs[c]]) if len(roofs) else pts[c]
+    x = alt.X(
+        "intensity:Q",
+        scale=data_log_scale(both("intensity")),
+        title="arithmetic intensity, 2MNK / operand bytes (FLOP/B)",
+    )
+    y = alt.Y("tflops:Q", scale=data_log_scale(both("tflops")), title="TFLOP/s")
     dots = (
         alt.Chart(pts, description="best Triton and cuBLAS per shape")
         .mark_point(filled=True, size=60, opacity=0.8)
         .encode(
             x=x,
             y=y,
-            color=alt.Color("provider:N", title=None),
+            color=alt.Color("provider:N", title=None, legend=LEGEND),
             shape=alt.Shape("provider:N", title=None),
             tooltip=[
                 "shape:N",
                 "provider:N",
                 "config:N",
-                alt.Tooltip("tflops:Q", format=".1f"),
-                alt.Tooltip("intensity:Q", format=".1f"),
+                alt.Tooltip("tflops:Q", format=".1f", title="TFLOP/s"),
+                alt.Tooltip("pct_peak:Q", format=".1f", title="% of peak"),
+                alt.Tooltip("intensity:Q", format=".1f", title="FLOP/B"),
             ],
         )
     )
@@ -243,35 +376,88 @@ def roofline(points: pd.DataFrame, roofs: pd.DataFrame, note: str = "") -> alt.L
         layers.append(
             alt.Chart(roofs, description="roofs")
             .mark_line(color="#444", strokeWidth=2)
-            .encode(x=x, y=y, detail="roof:N", tooltip=["roof:N", alt.Tooltip("tflops:Q", format=".1f")])
+            .encode(x=x, y=y, detail="roof:N", tooltip=NO_TIP)
+        )
+    if highlight:
+        ring = pts[pts["shape"] == highlight]
+        layers.append(
+            alt.Chart(ring, description="the chosen shape")
+            .mark_point(size=260, color="black", strokeWidth=2)
+            .encode(x=x, y=y, tooltip=NO_TIP)
         )
     return alt.layer(*layers).properties(title=_title("Roofline", note), height=400)
+
+
+# Configs a shape's chart shows (the table below it has them all): 40 bars stay readable.
+SHAPE_CHART_CONFIGS = 40
+
+
+def shape_configs(configs: pd.DataFrame, shape: str, note: str = "") -> alt.LayerChart:
+    """One shape's fastest configs: time over the fastest one with its p20-p80 bar, fastest on top; the
+    grey band is run-to-run noise."""
+    data = _only(
+        configs.head(SHAPE_CHART_CONFIGS),
+        "config variant ms ms_p20 ms_p80 vs_best rel_lo rel_hi tflops pct_peak sm_clock_mhz throttled",
+    )
+    order = data.config.tolist()
+    xscale, xaxis = ratio_scale(pd.concat([data.rel_lo, data.rel_hi]), log=False)
+    y = alt.Y("config:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    base = alt.Chart(data, description="configs of the shape")
+    band = (
+        alt.Chart(pd.DataFrame({"lo": [1.0], "hi": [1 + frames.NOISE]}), description="within noise")
+        .mark_rect(color="#bbb", opacity=0.25)
+        .encode(x=alt.X("lo:Q", scale=xscale), x2="hi:Q", tooltip=NO_TIP)
+    )
+    bars = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("rel_lo:Q", scale=xscale),
+        x2="rel_hi:Q",
+        y=y,
+        color=alt.Color("variant:N", scale=CATEGORIES, legend=LEGEND),
+    )
+    dots = base.mark_point(filled=True, size=60).encode(
+        x=alt.X("vs_best:Q", scale=xscale, axis=xaxis, title="time / fastest config's time (bars: p20-p80)"),
+        y=y,
+        color=alt.Color("variant:N", scale=CATEGORIES, legend=LEGEND),
+        tooltip=[
+            "config:N",
+            alt.Tooltip("ms:Q", format=".4g"),
+            alt.Tooltip("ms_p20:Q", format=".4g", title="p20 ms"),
+            alt.Tooltip("ms_p80:Q", format=".4g", title="p80 ms"),
+            alt.Tooltip("tflops:Q", format=".1f", title="TFLOP/s"),
+            alt.Tooltip("pct_peak:Q", format=".1f", title="% of peak"),
+            *GPU_STATE_TIPS,
+        ],
+    )
+    return alt.layer(band, bars, dots).properties(
+        title=_title(f"{shape}: the fastest {len(data)} configs", note),
+        height=22 * max(1, len(data)) + AXES_PX,
+    )
 
 
 # ---- accuracy, sweeps, overview ----
 
 
-def accuracy_bars(acc: pd.DataFrame, column: str, title: str, description: str) -> alt.Chart:
-    """One bar per (variant, dtype) of a positive accuracy column, on a log axis."""
-    data = acc[acc[column] > 0]
-    return (
-        alt.Chart(data, description=description)
-        .mark_bar()
-        .encode(
-            x=alt.X("variant:N", title=None),
-            xOffset="dtype:N",
-            y=alt.Y(f"{column}:Q", scale=LOG, title=title),
-            color=alt.Color("dtype:N"),
-            tooltip=[
-                "variant:N",
-                "dtype:N",
-                alt.Tooltip(f"{column}:Q", format=".3g"),
-                "n_checked:Q",
-                "n_wrong:Q",
-            ],
-        )
-        .properties(title=title, height=300)
+def accuracy_points(acc: pd.DataFrame, column: str, title: str, description: str) -> alt.LayerChart:
+    """One point per (variant, dtype) of an accuracy column on a log axis (frames.log_points: zero is
+    drawn a decade under the smallest value and labelled "exact")."""
+    data = _only(frames.log_points(acc, column), f"variant dtype {column} value shown n_checked n_wrong")
+    base = alt.Chart(data, description=description)
+    y = alt.Y("value:Q", scale=data_log_scale(data.value), title=title)
+    tips = ["variant:N", "dtype:N", alt.Tooltip("shown:N", title=title), "n_checked:Q", "n_wrong:Q"]
+    dots = base.mark_point(filled=True, size=90).encode(
+        x=alt.X("variant:N", title=None),
+        xOffset="dtype:N",
+        y=y,
+        color=alt.Color("dtype:N", scale=CATEGORIES, legend=LEGEND),
+        shape=alt.Shape("dtype:N"),
+        tooltip=tips,
     )
+    exact = (
+        base.transform_filter(alt.datum.shown == frames.EXACT)
+        .mark_text(dy=-10, fontSize=10, color="#555")
+        .encode(x="variant:N", xOffset="dtype:N", y=y, text="shown:N", tooltip=NO_TIP)
+    )
+    return alt.layer(dots, exact).properties(title=title, height=300)
 
 
 def compare_scatter(cmp: pd.DataFrame, note: str = "") -> alt.LayerChart:
@@ -282,7 +468,8 @@ def compare_scatter(cmp: pd.DataFrame, note: str = "") -> alt.LayerChart:
         "gpu_name variant dtype m n k config_key ms_a ms_b b_over_a a_lo a_hi b_lo b_hi verdict",
     )
     base = alt.Chart(cmp, description="points of both sweeps")
-    x = alt.X("ms_a:Q", scale=LOG, title="sweep a: median ms")
+    yscale, yaxis = ratio_scale(pd.concat([cmp.a_lo, cmp.a_hi, cmp.b_lo, cmp.b_hi]), log=False)
+    x = alt.X("ms_a:Q", scale=data_log_scale(cmp.ms_a), title="sweep a: median ms")
     colour = alt.Color("verdict:N", scale=VERDICT_COLOURS, title="sweep b is")
     tips = [
         "gpu_name:N",
@@ -298,11 +485,12 @@ def compare_scatter(cmp: pd.DataFrame, note: str = "") -> alt.LayerChart:
         "verdict:N",
     ]
     return alt.layer(
+        _noise_band("b_over_a"),
         base.mark_rule(strokeWidth=7, opacity=0.25, color="#777").encode(x=x, y="a_lo:Q", y2="a_hi:Q"),
         base.mark_rule(strokeWidth=2, opacity=0.8).encode(x=x, y="b_lo:Q", y2="b_hi:Q", color=colour),
         base.mark_circle(size=45).encode(
             x=x,
-            y=alt.Y("b_over_a:Q", scale=alt.Scale(zero=False), title="sweep b time / sweep a time"),
+            y=alt.Y("b_over_a:Q", scale=yscale, axis=yaxis, title="sweep b time / sweep a time"),
             color=colour,
             tooltip=tips,
         ),
@@ -320,5 +508,5 @@ def count_bars(counts: dict[str, int], field: str, description: str) -> alt.Char
             y=alt.Y(f"{field}:N", sort="-x", title=None),
             tooltip=[f"{field}:N", "measurements:Q"],
         )
-        .properties(height=alt.Step(26))
+        .properties(height=26 * max(1, len(data)) + AXES_PX)
     )

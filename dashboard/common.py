@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
-from db import dashboard_queries, queries
+from db import queries
 from db.engine import default_target, describe
 from db.schema import open_engine
 
@@ -21,6 +21,7 @@ from db.schema import open_engine
 NAV = {
     "": [("overview", "Overview", "home")],
     "Why a schedule wins": [
+        ("shape", "Shape", "straighten"),
         ("splitk", "Split-K", "content_cut"),
         ("grouping", "Grouping / L2", "grid_view"),
         ("cublas", "Versus cuBLAS", "speed"),
@@ -33,6 +34,8 @@ NAV = {
     ],
 }
 DEFAULT_PAGE = "overview"
+# Page (file in app_pages/, url path) -> its title, in the sidebar's order.
+PAGES = {name: title for pages in NAV.values() for name, title, _ in pages}
 # A running sweep commits a batch every few seconds: 30 s keeps the pages close to live, while the
 # reruns every widget change causes read the cache (a page on 100k rows: docs/bench/dashboard.md).
 TTL_S = 30
@@ -46,7 +49,9 @@ GPU_LABEL = "GPU"
 
 
 def parse_db(argv: Sequence[str]) -> str:
-    """`--db` from the script's arguments (those after `--` of `streamlit run app.py -- --db X`)."""
+    """`--db` from the script's arguments (those after `--` of `streamlit run app.py -- --db X`), else
+    $FARM_DB (how `farm dashboard` passes it: a URL's password never reaches a command line), else
+    results.db."""
     args = list(argv)
     if "--" in args:
         args = args[args.index("--") + 1 :]
@@ -73,7 +78,7 @@ def _cached(target: str, module: str, name: str, **filters: Any) -> Any:
 
 
 def query(fn: Callable[..., Any], **filters: Any) -> Any:
-    """fn(conn, **filters) for a db.queries / db.dashboard_queries function, cached for TTL_S seconds."""
+    """fn(conn, **filters) for a db.queries function, cached for TTL_S seconds."""
     return _cached(db_target(), fn.__module__, fn.__name__, **filters)
 
 
@@ -87,7 +92,7 @@ def sweep_hint(preset: str = "smoke") -> str:
 
 
 def interpreter_gpus() -> list[str]:
-    return query(dashboard_queries.interpreter_gpus)
+    return query(queries.interpreter_gpus)
 
 
 def gpu_label(gpu: str) -> str:
@@ -175,3 +180,16 @@ def csv_download(fn: Callable[..., pd.DataFrame], **filters: Any) -> Callable[[]
             return fn(conn, **filters).to_csv(index=False).encode()
 
     return build
+
+
+def throttle_badge(**filters: Any) -> None:
+    """A warning when NVML reported a throttle reason around any of the ok rows a page shows, with how
+    many and the lowest SM clock: a throttled row's time is slower than the GPU can do."""
+    state = query(queries.throttled_share, **filters)
+    if state["n_throttled"]:
+        clock = f"; lowest SM clock {state['min_clock_mhz']:,} MHz" if state["min_clock_mhz"] else ""
+        st.warning(
+            f"Throttled: {state['n_throttled']:,} of {state['n_ok']:,} ok rows here ran while the GPU "
+            f"reported a throttle reason{clock}. Their times may be slow; Explorer: throttle_reasons.",
+            icon=":material/speed:",
+        )

@@ -1,23 +1,36 @@
-"""`farm dashboard`: check the database, then serve dashboard/app.py with Streamlit."""
+"""`farm dashboard`: check the database, then serve dashboard/app.py with Streamlit.
+
+The server binds 127.0.0.1 unless the caller opens it (`host`): the pages show every measurement
+and the database target, and have no login. The target reaches the server through its environment
+(FARM_DB), never its command line: a PostgreSQL URL may carry a password, and any user of the
+machine can read a process's arguments (/proc/PID/cmdline, `ps`).
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+from db.engine import display_target
 from db.schema import open_engine
 
 APP = Path(__file__).with_name("app.py")
+DB_ENV = "FARM_DB"  # read by dashboard.common.parse_db
+LOCAL = "127.0.0.1"
 
 
-def streamlit_command(db: str, *, port: int = 8501, headless: bool = False) -> list[str]:
+def streamlit_command(*, port: int = 8501, headless: bool = False, host: str = LOCAL) -> list[str]:
+    """The Streamlit server's command line: no database in it (see streamlit_env)."""
     return [
         sys.executable,
         "-m",
         "streamlit",
         "run",
         str(APP),
+        "--server.address",
+        host,
         "--server.port",
         str(port),
         "--server.headless",
@@ -28,22 +41,28 @@ def streamlit_command(db: str, *, port: int = 8501, headless: bool = False) -> l
         # A read-only viewer: no "Deploy" button or developer menu.
         "--client.toolbarMode",
         "viewer",
-        "--",
-        "--db",
-        db,
     ]
 
 
-def run_dashboard(db: str, *, port: int = 8501, headless: bool = False, host: str = "127.0.0.1") -> int:
-    """Serve the dashboard on `db` until Streamlit exits; its exit status.
+def streamlit_env(target: str) -> dict[str, str]:
+    """This process's environment with the database target in FARM_DB."""
+    return {**os.environ, DB_ENV: target}
+
+
+def run_dashboard(target: str, *, port: int = 8501, headless: bool = False, host: str = LOCAL) -> int:
+    """Serve the dashboard on `target` until Streamlit exits; its exit status.
 
     The database is checked first, as the dashboard opens it (read-only, a farm results database at
     this code's schema revision): a bad target raises db.errors.DatabaseError, which the CLI prints
-    with exit status 2, before any server starts.
+    with exit status 2, before any server starts. `host` 127.0.0.1 serves this machine only;
+    0.0.0.0 (or an address) opens it to the network.
     """
-    open_engine(db, readonly=True).dispose()
+    open_engine(target, readonly=True).dispose()
+    print(f"Dashboard on {display_target(target)}: http://{host}:{port}", flush=True)
     # A child process, not Streamlit's internal bootstrap: `streamlit run` is its public interface.
-    proc = subprocess.Popen(streamlit_command(db, port=port, headless=headless))
+    proc = subprocess.Popen(
+        streamlit_command(port=port, headless=headless, host=host), env=streamlit_env(target)
+    )
     try:
         return proc.wait()
     except KeyboardInterrupt:

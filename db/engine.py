@@ -79,6 +79,18 @@ def describe(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
+def display_target(target: str) -> str:
+    """A `--db` target as messages, logs and pages may show it: a URL with its password masked
+    (SQLAlchemy's render_as_string(hide_password=True): `postgresql://user:***@host/db`), a path as
+    given. Never raises: a target that is no URL is masked by pattern."""
+    if "://" not in target:
+        return target
+    try:
+        return make_url(target).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", target)
+
+
 def _parse(target: str) -> URL:
     if "://" not in target:
         if not target.strip():
@@ -87,8 +99,7 @@ def _parse(target: str) -> URL:
     try:
         url = make_url(target)
     except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
-        masked = re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", target)
-        raise DatabaseError(f"{masked!r} is not a database URL; {_URL_HELP}") from exc
+        raise DatabaseError(f"{display_target(target)!r} is not a database URL; {_URL_HELP}") from exc
     if url.drivername in _SQLITE_DRIVERS:
         return url
     if url.drivername in _PG_DRIVERS:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import ColumnElement, Connection, Select, case, column, func, select, table
 from sqlalchemy.engine.cursor import CursorFetchStrategy
@@ -22,6 +23,7 @@ from sqlalchemy.sql.expression import TableClause
 
 from db.errors import DatabaseError
 from db.models import Environment, Measurement, Sweep
+from db.records import Backend
 from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
 
 Filter = str | int | Sequence[str] | Sequence[int] | None
@@ -181,7 +183,8 @@ def vs_cublas(
 
 
 def splitk_curve(conn: Connection, *, gpu_name: str, dtype: str, m: int, n: int, k: int) -> pd.DataFrame:
-    """The best Triton time per split_k for one shape, with its speedup over the best split_k = 1 time."""
+    """The best Triton time per split_k for one shape (stream-K left out), with its speedup over the best
+    split_k = 1 time: the same numbers as splitk_best's row for the shape."""
     r = view("results")
     ranked = (
         select(
@@ -195,7 +198,8 @@ def splitk_curve(conn: Connection, *, gpu_name: str, dtype: str, m: int, n: int,
             func.row_number().over(partition_by=r.c.split_k, order_by=(r.c.ms, r.c.id)).label("rn"),
         )
         .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, shape=(m, n, k), status="ok"))
-        .where(r.c.ms.is_not(None), r.c.variant != "cublas")
+        # The same baseline as splitk_best: stream-K is no SPLIT_K = 1 point of this curve.
+        .where(r.c.ms.is_not(None), r.c.variant.not_in(("cublas", "streamk")))
         .subquery()
     )
     cols = [c for c in ranked.c if c.name != "rn"]
@@ -208,7 +212,13 @@ def splitk_curve(conn: Connection, *, gpu_name: str, dtype: str, m: int, n: int,
 def accuracy(
     conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, variant: Filter = None
 ) -> pd.DataFrame:
-    """Per (variant, dtype), over the rows that were checked (ok or wrong): errors and nondeterminism."""
+    """Per (variant, dtype), over the rows that were checked (ok or wrong): errors and nondeterminism.
+
+    nondeterminism_max is the largest stored max |c1 - c2| of repeated runs; nondeterminism_rel_max
+    the largest of it over the output's scale. The scale is not stored: the farm's inputs are standard
+    normal (farm.measure), so each output element is a sum of K unit-variance products, rms sqrt(K),
+    and nondeterminism / sqrt(K) is the difference in units of a typical output element.
+    """
     r = view("results")
     stmt = (
         select(
@@ -219,13 +229,17 @@ def accuracy(
             func.max(r.c.rel_err).label("rel_err_max"),
             func.avg(r.c.rel_err).label("rel_err_mean"),
             func.max(r.c.nondeterminism).label("nondeterminism_max"),
+            # Squared over K: max(x^2 / k) = max(x / sqrt(k))^2, and SQLite may lack SQRT.
+            func.max(r.c.nondeterminism * r.c.nondeterminism / r.c.k).label("_nondet_sq_per_k"),
             func.sum(case((r.c.nondeterminism > 0, 1), else_=0)).label("n_nondeterministic"),
         )
         .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, variant=variant, status=("ok", "wrong")))
         .group_by(r.c.variant, r.c.dtype)
         .order_by(r.c.variant, r.c.dtype)
     )
-    return frame(conn, stmt)
+    df = frame(conn, stmt)
+    df["nondeterminism_rel_max"] = np.sqrt(pd.to_numeric(df.pop("_nondet_sq_per_k")).astype("float64"))
+    return df
 
 
 # ---- sweeps, environments, comparisons ----
@@ -374,3 +388,166 @@ def iter_view(conn: Connection, name: str, *, chunk_rows: int = 50_000) -> Itera
             yield normalize(pd.DataFrame(columns=keys))
     finally:
         result.close()
+
+
+# ---- split-K per shape: best split against best unsplit ----
+
+# What each kind of row is, for splitk_best: `split` any variant with split_k > 1; `unsplit` any
+# tiled-grid variant with split_k = 1 (not the library, which has no blocks, and not stream-K, which
+# splits K its own way and is reported beside split-K, not as its baseline).
+SPLITK_KINDS = ("unsplit", "split", "streamk")
+_KIND_COLUMNS = (
+    "id", "variant", "config_key", "block_m", "block_n", "block_k", "split_k", "ms", "ms_p20", "ms_p80",
+    "tiles_per_sm", "sm_clock_mhz", "throttled",
+)  # fmt: skip
+
+
+def splitk_best(
+    conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, shape: Shape | None = None
+) -> pd.DataFrame:
+    """Per (gpu_name, dtype, m, n, k): the fastest split row (split_k > 1, any blocks) against the fastest
+    unsplit row (split_k = 1, any variant but cuBLAS and stream-K, any blocks), and the fastest stream-K row.
+
+    Columns: the shape, then for each of unsplit_, split_, streamk_: id, variant, config_key, block_m,
+    block_n, block_k, split_k, ms, ms_p20, ms_p80, tiles_per_sm, sm_clock_mhz, throttled (NULL where the
+    shape has no such row); speedup = unsplit_ms / split_ms (> 1: split-K pays; what a user asks, unlike
+    splitk_speedup's per-block ratio, whose best can sit on a slow unsplit baseline) and
+    streamk_speedup = unsplit_ms / streamk_ms. Shapes with neither a split nor a stream-K row are left out.
+    """
+    r = view("results")
+    kind = case(
+        (r.c.split_k > 1, "split"),
+        (r.c.variant == "streamk", "streamk"),
+        else_="unsplit",
+    ).label("kind")
+    ranked = (
+        select(
+            *(r.c[c] for c in _SHAPE_ORDER),
+            kind,
+            *(r.c[c] for c in _KIND_COLUMNS),
+            func.row_number()
+            .over(partition_by=[*(r.c[c] for c in _SHAPE_ORDER), kind], order_by=(r.c.ms, r.c.id))
+            .label("rn"),
+        )
+        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, shape=shape, status="ok"))
+        .where(r.c.ms.is_not(None), r.c.variant != "cublas")
+        .subquery()
+    )
+    cols = [c for c in ranked.c if c.name != "rn"]
+    best = frame(conn, select(*cols).where(ranked.c.rn == 1).order_by(*(ranked.c[c] for c in _SHAPE_ORDER)))
+    wide = best.pivot(index=list(_SHAPE_ORDER), columns="kind", values=list(_KIND_COLUMNS))
+    out = pd.DataFrame(index=wide.index)
+    for k in SPLITK_KINDS:
+        for c in _KIND_COLUMNS:
+            out[f"{k}_{c}"] = wide[(c, k)] if (c, k) in wide.columns else pd.NA
+    out = _normalize_prefixed(out.reset_index())
+    out = out[out.split_ms.notna() | out.streamk_ms.notna()].reset_index(drop=True)
+    out["speedup"] = out.unsplit_ms / out.split_ms
+    out["streamk_speedup"] = out.unsplit_ms / out.streamk_ms
+    return out
+
+
+def _normalize_prefixed(df: pd.DataFrame) -> pd.DataFrame:
+    """normalize() for columns named PREFIX_COLUMN (unsplit_ms, split_block_m, ...)."""
+    for col in df.columns:
+        base = col.split("_", 1)[1] if col.split("_", 1)[0] in SPLITK_KINDS else col
+        kind = COLUMN_KINDS.get(base)
+        if kind == "int":
+            df[col] = pd.to_numeric(df[col]).astype("Int64")
+        elif kind == "float":
+            df[col] = pd.to_numeric(df[col]).astype("float64")
+        elif kind == "bool":
+            df[col] = df[col].astype("boolean")
+    return normalize(df)
+
+
+# ---- what the dashboard asks beyond the views ----
+
+
+def interpreter_gpus(conn: Connection) -> list[str]:
+    """GPU names whose environments ran under Triton's interpreter: their times are CPU times."""
+    e = Environment.__table__
+    stmt = (
+        select(e.c.gpu_name).where(e.c.backend == Backend.INTERPRETER.value).distinct().order_by(e.c.gpu_name)
+    )
+    return list(conn.scalars(stmt))
+
+
+def shape_sizes(conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None) -> pd.DataFrame:
+    """Per (gpu_name, dtype, m, n, k): operand_bytes (A + B + C) as farm.metrics stored it."""
+    r = view("results")
+    stmt = (
+        select(
+            r.c.gpu_name, r.c.dtype, r.c.m, r.c.n, r.c.k, func.max(r.c.operand_bytes).label("operand_bytes")
+        )
+        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype), r.c.operand_bytes.is_not(None))
+        .group_by(r.c.gpu_name, r.c.dtype, r.c.m, r.c.n, r.c.k)
+    )
+    return frame(conn, stmt)
+
+
+def gpu_peaks(conn: Connection, *, gpu_name: str) -> dict[str, float]:
+    """The GPU's roofs: peak_tflops and peak_gbps (0 where no environment of it knows them)."""
+    e = Environment.__table__
+    row = conn.execute(
+        select(func.max(e.c.peak_tflops), func.max(e.c.peak_gbps)).where(e.c.gpu_name == gpu_name)
+    ).one()
+    return {"peak_tflops": float(row[0] or 0.0), "peak_gbps": float(row[1] or 0.0)}
+
+
+def count_results(conn: Connection, **filters: Any) -> int:
+    """How many rows results() returns for the same filters (the explorer shows a capped page)."""
+    r = view("results")
+    return int(conn.scalar(select(func.count()).select_from(r).where(*conditions(r, **filters))) or 0)
+
+
+def throttled_share(conn: Connection, **filters: Any) -> dict[str, int]:
+    """Of the ok rows matching the filters: n_ok, n_throttled (NVML said a throttle reason was active
+    around the measurement) and the lowest SM clock seen (min_clock_mhz, 0 when none was recorded)."""
+    r = view("results")
+    stmt = select(
+        func.count(),
+        func.sum(case((r.c.throttled.is_(True), 1), else_=0)),
+        func.min(r.c.sm_clock_mhz),
+    ).where(*conditions(r, status="ok", **filters))
+    n, throttled, clock = conn.execute(stmt).one()
+    return {"n_ok": int(n or 0), "n_throttled": int(throttled or 0), "min_clock_mhz": int(clock or 0)}
+
+
+def shape_options(conn: Connection, *, gpu_name: str, dtype: str) -> pd.DataFrame:
+    """The shapes with ok rows on a GPU and dtype, with their number of ok rows, most measured first."""
+    r = view("results")
+    stmt = (
+        select(r.c.m, r.c.n, r.c.k, func.count().label("n_ok"))
+        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, status="ok"), r.c.ms.is_not(None))
+        .group_by(r.c.m, r.c.n, r.c.k)
+        .order_by(func.count().desc(), r.c.m, r.c.n, r.c.k)
+    )
+    return frame(conn, stmt)
+
+
+def sweep_gpus(conn: Connection) -> pd.DataFrame:
+    """Per sweep and GPU model: its ok rows with a time (what compare_sweeps can match)."""
+    r = view("results")
+    stmt = (
+        select(r.c.sweep_id, r.c.gpu_name, func.count().label("n_ok"))
+        .where(r.c.status == "ok", r.c.ms.is_not(None), r.c.sweep_id.is_not(None))
+        .group_by(r.c.sweep_id, r.c.gpu_name)
+        .order_by(r.c.sweep_id, r.c.gpu_name)
+    )
+    return frame(conn, stmt)
+
+
+def default_comparison(conn: Connection) -> tuple[int, int] | None:
+    """(a, b) to compare first: b the newest sweep with ok rows that an older one shares a GPU model
+    with, a the newest such older one; else the two newest sweeps with ok rows; None with fewer."""
+    df = sweep_gpus(conn)
+    gpus = {int(i): set(g.gpu_name) for i, g in df.groupby("sweep_id")}
+    ids = sorted(gpus, reverse=True)
+    if len(ids) < 2:
+        return None
+    for pos, b in enumerate(ids):
+        older = [a for a in ids[pos + 1 :] if gpus[a] & gpus[b]]
+        if older:
+            return older[0], b
+    return ids[1], ids[0]

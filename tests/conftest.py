@@ -20,3 +20,7 @@ if not ON_GPU:
 @pytest.fixture(scope="session")
 def device() -> torch.device:
     return torch.device("cuda" if ON_GPU else "cpu")
+
+
+# The PostgreSQL server fixtures (pg_admin_url, pg_admin, pg_target) for tests/db and tests/dashboard.
+pytest_plugins = ["pgserver"]

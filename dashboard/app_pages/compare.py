@@ -2,8 +2,7 @@
 
 import streamlit as st
 
-from dashboard import charts, common
-from db import dashboard_queries as dq
+from dashboard import charts, common, frames
 from db import queries
 
 # fmt: off
@@ -15,7 +14,7 @@ TABLE_COLUMNS = [
 
 st.title("Compare sweeps")
 sweeps = common.query(queries.sweeps)
-pair = common.query(dq.default_comparison)
+pair = common.query(queries.default_comparison)
 if pair is None:
     st.info(
         "Comparing needs two sweeps with ok rows; this database has fewer. "
@@ -29,7 +28,7 @@ label = lambda i: f"#{i} {names[i]}"
 left, right = st.columns(2)
 a = left.selectbox("Sweep a (before)", ids, index=ids.index(pair[0]), format_func=label, key="cmp_a")
 b = right.selectbox("Sweep b (after)", ids, index=ids.index(pair[1]), format_func=label, key="cmp_b")
-cmp = common.query(dq.compare_points, sweep_a=a, sweep_b=b)
+cmp = frames.compare_points(common.query(queries.compare_sweeps, sweep_a=a, sweep_b=b))
 if cmp.empty:
     st.info("These sweeps share no ok point (same GPU model, variant, dtype, shape and config).")
     st.stop()

@@ -2,32 +2,43 @@
 
 import streamlit as st
 
-from dashboard import charts, common
-from db import dashboard_queries as dq
+from dashboard import charts, common, frames
+from db import queries
 
 # fmt: off
 TABLE_COLUMNS = [
     "shape", "triton_variant", "triton_config_key", "triton_ms", "triton_tflops", "cublas_ms",
     "cublas_tflops", "ratio", "intensity",
 ]
+ROOF_COLUMNS = ["shape", "provider", "config", "ms", "tflops", "pct_peak", "intensity"]
 # fmt: on
 
 st.title("Versus cuBLAS")
-scope, points = common.scoped(
-    dq.cublas_points, what="shapes with both a Triton and a cuBLAS time", preset="smoke"
-)
+scope, best = common.scoped(queries.best_configs, what="ok rows", preset="smoke")
+common.throttle_badge(**scope.filters)
+sizes = common.query(queries.shape_sizes, **scope.filters)
+peaks = common.query(queries.gpu_peaks, gpu_name=scope.gpu)
+vs = common.query(queries.vs_cublas, **scope.filters)
+if vs.empty:
+    st.info(
+        f"No shape on {scope.gpu} in {scope.dtype} has both a Triton and a cuBLAS time, so there is no "
+        f"head-to-head; the roofline below needs none. A sweep with cuBLAS: {common.sweep_hint('smoke')}."
+    )
+else:
+    points = frames.with_intensity(vs, sizes)
+    wins = int((points.ratio > 1).sum())
+    st.caption(
+        f"Triton's best config beats cuBLAS on {wins} of {len(points)} shapes "
+        "(ratio = cuBLAS ms / Triton ms)."
+    )
+    st.altair_chart(charts.cublas_scatter(points, scope.note))
+    st.dataframe(points[TABLE_COLUMNS], hide_index=True)
 
-wins = int((points.ratio > 1).sum())
-st.caption(
-    f"Triton's best config beats cuBLAS on {wins} of {len(points)} shapes (ratio = cuBLAS ms / Triton ms)."
-)
-st.altair_chart(charts.cublas_scatter(points, scope.note))
-
-peaks = common.query(dq.gpu_peaks, gpu_name=scope.gpu)
-longform = dq.roofline_points(points)
-roofs = dq.roof_lines(
+longform = frames.roofline_points(best, sizes, peaks["peak_tflops"])
+roofs = frames.roof_lines(
     peaks["peak_tflops"], peaks["peak_gbps"], longform.intensity.min(), longform.intensity.max()
 )
+st.subheader("Roofline")
 if roofs.empty:
     st.info(
         f"No peak TFLOP/s or bandwidth is recorded for {scope.gpu}: the roofline is drawn without its roofs."
@@ -35,9 +46,10 @@ if roofs.empty:
 else:
     st.caption(
         f"Roofs: compute {peaks['peak_tflops']:g} TFLOP/s (dense bf16/fp16 tensor cores), "
-        f"bandwidth {peaks['peak_gbps']:g} GB/s; they meet at {roofs.intensity.iloc[1]:.0f} FLOP/B."
+        f"bandwidth {peaks['peak_gbps']:g} GB/s; they meet at {roofs.intensity.iloc[1]:.0f} FLOP/B. "
+        "Far under the roof: a shape to look at, cuBLAS or not."
     )
-    if scope.dtype not in dq.ROOF_DTYPES:
+    if scope.dtype not in frames.ROOF_DTYPES:
         st.warning(f"The compute roof is the bf16/fp16 tensor-core peak; {scope.dtype} runs below it.")
 st.altair_chart(charts.roofline(longform, roofs, scope.note))
-st.dataframe(points[TABLE_COLUMNS], hide_index=True)
+st.dataframe(longform[ROOF_COLUMNS].sort_values("pct_peak"), hide_index=True)

@@ -3,7 +3,6 @@
 import streamlit as st
 
 from dashboard import common
-from db import dashboard_queries as dq
 from db import queries
 
 # The table shows the first ROW_CAP rows (st.dataframe sorts what it holds); the CSV has them all.
@@ -12,8 +11,8 @@ ROW_CAP = 5_000
 COLUMNS = [
     "timing", "gpu_name", "variant", "dtype", "m", "n", "k", "block_m", "block_n", "block_k",
     "group_m", "split_k", "num_warps", "num_stages", "status", "ms", "ms_p20", "ms_p80", "tflops",
-    "rel_err", "nondeterminism", "tiles_per_sm", "waves", "operand_bytes", "sweep_id", "host",
-    "error",
+    "rel_err", "nondeterminism", "sm_clock_mhz", "temperature_c", "throttled", "throttle_reasons",
+    "tiles_per_sm", "waves", "operand_bytes", "sweep_id", "host", "error",
 ]
 # fmt: on
 
@@ -32,13 +31,29 @@ with st.sidebar:
         chosen = st.slider(f"{d} range", lo, hi, (lo, hi), key=f"x_{d}") if lo < hi else (lo, hi)
         filters[f"{d}_range"] = None if chosen == (lo, hi) else chosen
 
-total = common.query(dq.count_results, **filters)
+total = common.query(queries.count_results, **filters)
 rows = common.label_timings(common.query(queries.results, limit=ROW_CAP, **filters))
 shown = f"the first {ROW_CAP:,} are shown" if total > ROW_CAP else "all shown"
 st.caption(f"{total:,} measurements match ({shown}; click a column header to sort).")
 if (rows.timing == common.INTERPRETER_LABEL).any():
     st.warning(common.INTERPRETER_NOTE, icon=":material/warning:")
-st.dataframe(rows[COLUMNS], hide_index=True)
+n_throttled = int(rows.throttled.fillna(False).sum())
+if n_throttled:
+    st.warning(
+        f"{n_throttled:,} of the rows shown ran while the GPU reported a throttle reason "
+        "(columns throttled, throttle_reasons, sm_clock_mhz): their times may be slow.",
+        icon=":material/speed:",
+    )
+shown = rows[COLUMNS].assign(operand_bytes=rows.operand_bytes / 2**20)
+st.dataframe(
+    shown,
+    hide_index=True,
+    column_config={
+        "operand_bytes": st.column_config.NumberColumn("operands", format="%.1f MiB"),
+        "sm_clock_mhz": st.column_config.NumberColumn("SM clock", format="%d MHz"),
+        "temperature_c": st.column_config.NumberColumn("temperature", format="%d °C"),
+    },
+)
 st.download_button(
     f"Download CSV ({total:,} rows, every column)",
     data=common.csv_download(queries.results, **filters),

@@ -2,17 +2,20 @@
 
 import streamlit as st
 
-from dashboard import charts, common
-from db import dashboard_queries as dq
+from dashboard import charts, common, frames
+from db import queries
 
 st.title("Grouping / L2")
 st.caption(
     "Grouped program order keeps a band of A's rows and B's columns in L2 while neighbouring "
     "programs reuse them: it can only pay once the operands (A + B + C) no longer fit in L2. "
-    "Each dot: one config, its best GROUP_SIZE_M > 1 time against GROUP_SIZE_M = 1 with all else equal."
+    "Each dot: one config, its best GROUP_SIZE_M > 1 time against GROUP_SIZE_M = 1 with all else equal. "
+    f"Grey band: within {frames.NOISE:.0%} of 1, run-to-run noise on an H200."
 )
-scope, points = common.scoped(
-    dq.grouping_points, what="grouped pairs (GROUP_SIZE_M > 1 and = 1, same config)", preset="grouping"
+scope, effect = common.scoped(
+    queries.grouping_effect, what="grouped pairs (GROUP_SIZE_M > 1 and = 1, same config)", preset="grouping"
 )
+common.throttle_badge(**scope.filters)
+points = frames.grouping_points(effect)
 st.altair_chart(charts.grouping_scatter(points, scope.note))
-st.altair_chart(charts.grouping_heatmap(dq.grouping_heatmap(points), scope.note))
+st.altair_chart(charts.grouping_heatmap(frames.grouping_heatmap(points), scope.note))

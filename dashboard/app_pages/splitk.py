@@ -1,32 +1,43 @@
-"""Split-K: the speedup of the best split against output tiles per SM of the unsplit grid."""
+"""Split-K: per shape, the best split against the best unsplit kernel, against tiles per SM."""
 
 import streamlit as st
 
-from dashboard import charts, common
-from db import dashboard_queries as dq
+from dashboard import charts, common, frames
+from db import queries
 
 # fmt: off
 BEST_COLUMNS = [
-    "shape", "tiles", "tiles_per_sm", "best_split_k", "block_m", "block_n", "best_split_variant",
-    "unsplit_ms", "split_ms", "speedup",
+    "shape", "verdict", "speedup", "speedup_lo", "speedup_hi", "unsplit_ms", "unsplit_config", "split_ms",
+    "split_config", "streamk_ms", "streamk_speedup", "streamk_config", "tiles_per_sm", "throttled",
 ]
 # fmt: on
 
 st.title("Split-K")
 st.caption(
     "Below one output tile per SM, the unsplit grid leaves SMs idle and splitting K gives them work; "
-    "above it, split-K only adds the partial-sum traffic. One dot per shape and block shape; "
-    "outlined: the best split of each shape."
+    "above it, split-K only adds the partial-sum traffic. Speedup = the fastest unsplit kernel "
+    "(SPLIT_K = 1, any blocks and variant but cuBLAS and stream-K) over the fastest split one "
+    "(SPLIT_K > 1, any blocks): what a shape gains by splitting. One dot per shape, at the tiles per SM "
+    "of its fastest unsplit grid; faint dots: each block shape against its own unsplit time."
 )
-scope, points = common.scoped(
-    dq.splitk_points, what="split-K pairs (split_k > 1 and split_k = 1 with the same blocks)", preset="splitk"
+scope, best = common.scoped(
+    queries.splitk_best, what="split-K or stream-K rows next to unsplit ones", preset="splitk"
 )
-st.altair_chart(charts.splitk_scatter(points, scope.note))
-st.subheader("Best split per shape")
-best = points[points.best_for_shape].sort_values("speedup", ascending=False)
-st.dataframe(best[BEST_COLUMNS], hide_index=True)
+common.throttle_badge(**scope.filters)
+table = frames.splitk_table(best)
+blocks = frames.splitk_blocks(common.query(queries.splitk_speedup, **scope.filters))
+st.altair_chart(charts.splitk_scatter(table, blocks, scope.note))
+st.subheader("Best split against best unsplit, per shape")
+st.caption(
+    'speedup_lo..speedup_hi: the speedup from both p20-p80 ranges; "within noise" where it holds 1. '
+    "Stream-K beside it where measured (streamk_speedup = best unsplit / best stream-K)."
+)
+shown = table.sort_values("speedup", ascending=False)
+st.dataframe(shown[BEST_COLUMNS], hide_index=True)
 
-shape = st.selectbox("Speedup against SPLIT_K for the shape", best["shape"].tolist(), key="splitk_shape")
-row = best[best["shape"] == shape].iloc[0]
-curve = common.query(dq.splitk_curve_band, **scope.filters, m=int(row.m), n=int(row.n), k=int(row.k))
-st.altair_chart(charts.splitk_curve(curve, scope.note))
+shape = st.selectbox("Speedup against SPLIT_K for the shape", shown["shape"].tolist(), key="splitk_shape")
+row = shown[shown["shape"] == shape].iloc[0]
+curve = frames.splitk_curve_band(
+    common.query(queries.splitk_curve, **scope.filters, m=int(row.m), n=int(row.n), k=int(row.k))
+)
+st.altair_chart(charts.splitk_curve(curve, shape, row.streamk_speedup, scope.note))

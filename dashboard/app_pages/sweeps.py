@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import common
+from dashboard import common, frames
 from db import queries
 
 # fmt: off
@@ -19,5 +19,12 @@ for sweep in sweeps.to_dict("records"):
 st.subheader("Sweeps")
 st.dataframe(sweeps[SWEEP_COLUMNS], hide_index=True)
 st.subheader("Environments")
-envs = common.label_timings(common.query(queries.environments))
-st.dataframe(envs.drop(columns=["fingerprint"]), hide_index=True)
+envs = frames.readable_environments(common.label_timings(common.query(queries.environments)))
+st.dataframe(
+    envs.drop(columns=["fingerprint"]),
+    hide_index=True,
+    column_config={
+        "peak_tflops": st.column_config.NumberColumn("peak", format="%g TFLOP/s"),
+        "peak_gbps": st.column_config.NumberColumn("bandwidth", format="%g GB/s"),
+    },
+)

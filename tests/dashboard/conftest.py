@@ -1,4 +1,4 @@
-"""Dashboard fixtures: the databases of dashkit, built once per session (the 100k-row one in ~6 s)."""
+"""Dashboard fixtures: dashkit's databases and samples.big_db, built once per session (100k rows in ~6 s)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dashkit
 import pytest
+import samples
 
 
 @pytest.fixture(autouse=True)
@@ -32,4 +33,4 @@ def dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return dashkit.big_db(tmp_path_factory.mktemp("dashboard-big") / "big.db", 100_000)
+    return samples.big_db(tmp_path_factory.mktemp("dashboard-big") / "big.db", 100_000)

@@ -1,14 +1,9 @@
-"""Driving the dashboard in-process with Streamlit's AppTest, and reading back what each chart received.
-
-Shared by the tests and bench/dashboard_render.py.
-"""
+"""Reading back what each chart of a page run under AppTest received (bench/apptest.py runs the pages)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,39 +12,10 @@ import pandas as pd
 import pyarrow as pa
 from streamlit.testing.v1 import AppTest
 
-from dashboard.common import DEFAULT_PAGE, NAV
+from bench.apptest import app, render, show  # noqa: F401  (the tests import them from here)
+from dashboard.common import PAGES  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
-APP = REPO / "dashboard" / "app.py"
-# Page (file in app_pages/, url path) -> its title, in the sidebar's order.
-PAGES = {name: title for pages in NAV.values() for name, title, _ in pages}
-# AppTest's per-run limit: generous, the benchmark (not this) holds the 2 s budget.
-TIMEOUT_S = 60
-
-
-@contextmanager
-def app(db: Path | str) -> Iterator[AppTest]:
-    """The app on `db` after its first run (the default page). Inside the block sys.argv is what
-    `streamlit run dashboard/app.py -- --db DB` gives the script: every rerun reads it."""
-    saved = sys.argv
-    sys.argv = [str(APP), "--db", str(db)]
-    try:
-        yield AppTest.from_file(str(APP), default_timeout=TIMEOUT_S).run()
-    finally:
-        sys.argv = saved
-
-
-def url(base: str, page: str) -> str:
-    return f"{base}/{'' if page == DEFAULT_PAGE else page}"
-
-
-def show(at: AppTest, page: str) -> AppTest:
-    return at.switch_page(f"app_pages/{page}.py").run()
-
-
-def render(db: Path | str, page: str) -> AppTest:
-    with app(db) as at:
-        return show(at, page)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 from pagekit import PAGES, charts, layer, render, texts
 from sqlalchemy import Connection
 
-from db import dashboard_queries as dq
+from dashboard import frames
 from db import queries
 from db.engine import make_engine
 
@@ -38,41 +38,51 @@ def check_overview(at, conn: Connection) -> None:
     assert any("interpreter" in w for w in texts(at, "warning"))
 
 
+def check_shape(at, conn: Connection) -> None:
+    configs, _roofline = charts(at)
+    best, every = (d.value for d in at.dataframe)
+    m, n, k = (int(x) for x in at.selectbox(key="shape_pick").value.split("x"))
+    ok = queries.results(conn, **SCOPE, status="ok", m_range=(m, m), n_range=(n, n), k_range=(k, k))
+    assert len(every) == len(ok.dropna(subset=["ms"])) and every.ms.is_monotonic_increasing
+    assert sorted(best.variant) == sorted(ok.variant.unique())
+    assert len(layer(configs, "configs of the shape", "point").data) == min(len(every), 40)
+
+
 def check_splitk(at, conn: Connection) -> None:
     scatter, curve = charts(at)
-    want = dq.splitk_points(conn, **SCOPE)
+    want = frames.splitk_table(queries.splitk_best(conn, **SCOPE))
     want = want[(want.tiles_per_sm > 0) & (want.speedup > 0)]
-    same_rows(
-        layer(scatter, "every block shape").data, want, ["m", "n", "k", "block_m", "block_n", "speedup"]
-    )
-    best = layer(scatter, "best split per shape").data
-    assert len(best) == len(want.groupby(["m", "n", "k"])) == len(best.drop_duplicates(["m", "n", "k"]))
+    best = layer(scatter, "best split against best unsplit", "point").data
+    same_rows(best, want, ["m", "n", "k", "tiles_per_sm", "speedup"])
+    blocks = queries.splitk_speedup(conn, **SCOPE)
+    blocks = blocks[(blocks.tiles_per_sm > 0) & (blocks.speedup > 0)]
+    same_rows(layer(scatter, "same blocks").data, blocks, ["m", "n", "k", "block_m", "block_n", "speedup"])
     top = best.sort_values("speedup", ascending=False).iloc[0]
     assert at.selectbox(key="splitk_shape").value == top["shape"]
     m, n, k = (int(top[d]) for d in "mnk")
-    expect = dq.splitk_curve_band(conn, gpu_name=GPU, dtype=DTYPE, m=m, n=n, k=k)
-    same_rows(layer(curve, "speedup per SPLIT_K", "line").data, expect, ["split_k", "ms", "speedup"])
+    expect = queries.splitk_curve(conn, gpu_name=GPU, dtype=DTYPE, m=m, n=n, k=k)
+    line = layer(curve, "speedup per SPLIT_K", "line").data
+    same_rows(line, expect, ["split_k", "ms", "speedup"])
+    assert line.speedup.max() == pytest.approx(max(top.speedup, 1.0))  # the curve's best split is the dot
 
 
 def check_grouping(at, conn: Connection) -> None:
     scatter, heatmap = charts(at)
     cols = ["m", "n", "k", "block_m", "block_n", "block_k", "num_warps", "group_m", "speedup"]
-    same_rows(layer(scatter, "speedup per config").data, dq.grouping_points(conn, **SCOPE), cols)
+    points = frames.grouping_points(queries.grouping_effect(conn, **SCOPE))
+    same_rows(layer(scatter, "speedup per config").data, points, cols)
     cells = layer(heatmap, "median speedup per cell", "rect").data
-    same_rows(
-        cells,
-        dq.grouping_heatmap(dq.grouping_points(conn, **SCOPE)),
-        ["size_lo", "group_m", "speedup", "n_configs"],
-    )
+    same_rows(cells, frames.grouping_heatmap(points), ["size_lo", "group_m", "speedup", "n_configs"])
     assert set(cells.group_m) == {4, 8}
 
 
 def check_cublas(at, conn: Connection) -> None:
     scatter, roof = charts(at)
-    want = dq.cublas_points(conn, **SCOPE)
+    want = queries.vs_cublas(conn, **SCOPE)
     same_rows(layer(scatter, "best Triton against cuBLAS per shape").data, want, ["m", "n", "k", "ratio"])
-    points = layer(roof, "best Triton and cuBLAS per shape").data
-    assert len(points) == 2 * len(want)
+    points = layer(roof, "best Triton and cuBLAS per shape", "point").data
+    n_shapes = len(queries.best_configs(conn, **SCOPE).drop_duplicates(["m", "n", "k"]))
+    assert len(points) == n_shapes + len(want)
     assert set(layer(roof, "roofs").data.tflops.round(1)) >= {kit.H200.peak_tflops}
 
 
@@ -85,8 +95,10 @@ def check_explorer(at, conn: Connection) -> None:
 def check_accuracy(at, conn: Connection) -> None:
     errors, nondeterminism = charts(at)
     acc = queries.accuracy(conn)
-    same_rows(layer(errors, "relative error").data, acc, ["variant", "dtype", "rel_err_max", "n_checked"])
-    atomic = layer(nondeterminism, "nondeterminism").data
+    same_rows(
+        layer(errors, "relative error", "point").data, acc, ["variant", "dtype", "rel_err_max", "n_checked"]
+    )
+    atomic = layer(nondeterminism, "nondeterminism", "point").data
     assert set(atomic.variant) == {"splitk"}  # only the atomic variant differs between runs
 
 
@@ -98,7 +110,7 @@ def check_sweeps(at, conn: Connection) -> None:
 
 def check_compare(at, conn: Connection) -> None:
     assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (1, 3)  # the two H200 hosts
-    want = dq.compare_points(conn, sweep_a=1, sweep_b=3)
+    want = frames.compare_points(queries.compare_sweeps(conn, sweep_a=1, sweep_b=3))
     dots = layer(charts(at)[0], "points of both sweeps", "circle").data
     same_rows(dots, want, ["variant", "dtype", "m", "n", "k", "config_key", "b_over_a", "verdict"])
     assert set(dots.verdict) == {"faster", "slower", "same"}
@@ -106,6 +118,7 @@ def check_compare(at, conn: Connection) -> None:
 
 CHECKS: dict[str, Callable] = {
     "overview": check_overview,
+    "shape": check_shape,
     "splitk": check_splitk,
     "grouping": check_grouping,
     "cublas": check_cublas,

@@ -1,16 +1,26 @@
-"""`farm dashboard` / dashboard.launch: the database is checked before any server starts."""
+"""`farm dashboard` / dashboard.launch: the database is checked before any server starts; the server
+listens on 127.0.0.1 unless opened; a URL's password reaches no command line and no output."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from pagekit import REPO, app
+from sqlalchemy import make_url
 
 import cli
+from bench.ports import free_port
 from dashboard import launch
+from db.engine import display_target, make_engine
 from db.errors import DatabaseError
+from db.schema import ensure_current
 
 
 class FakePopen:
@@ -18,8 +28,11 @@ class FakePopen:
 
     commands: ClassVar[list[list[str]]] = []
 
-    def __init__(self, cmd: list[str]) -> None:
+    envs: ClassVar[list[dict[str, str]]] = []
+
+    def __init__(self, cmd: list[str], env: dict[str, str] | None = None) -> None:
         FakePopen.commands.append(cmd)
+        FakePopen.envs.append(env or {})
 
     def wait(self) -> int:
         return 3
@@ -27,7 +40,7 @@ class FakePopen:
 
 @pytest.fixture
 def no_server(monkeypatch: pytest.MonkeyPatch) -> type[FakePopen]:
-    FakePopen.commands = []
+    FakePopen.commands, FakePopen.envs = [], []
     monkeypatch.setattr(subprocess, "Popen", FakePopen)
     return FakePopen
 
@@ -52,14 +65,96 @@ def test_foreign_sqlite_file_is_refused(tmp_path: Path, no_server) -> None:
     assert not no_server.commands
 
 
-def test_runs_streamlit_on_the_app_with_the_db_after_double_dash(dbs: dict[str, Path], no_server) -> None:
+def test_runs_streamlit_on_the_app_with_the_db_in_its_environment(dbs: dict[str, Path], no_server) -> None:
     db = str(dbs["small"])
     assert cli.main(["dashboard", "--db", db, "--port", "8642", "--headless"]) == 3  # Streamlit's status
-    [cmd] = no_server.commands
+    [cmd], [env] = no_server.commands, no_server.envs
     assert cmd[1:5] == ["-m", "streamlit", "run", str(launch.APP)]
     assert cmd[cmd.index("--server.port") + 1] == "8642"
     assert cmd[cmd.index("--server.headless") + 1] == "true"
-    assert cmd[-3:] == ["--", "--db", db]
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    assert db not in cmd and env["FARM_DB"] == db
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3"], ids=["all", "one-address"])
+def test_host_opens_the_server(dbs: dict[str, Path], no_server, host: str) -> None:
+    launch.run_dashboard(str(dbs["small"]), host=host)
+    [cmd] = no_server.commands
+    assert cmd[cmd.index("--server.address") + 1] == host
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of pid, from /proc/*/stat (field 4 is the parent's pid)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(text.rsplit(")", 1)[1].split()[1])
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parents.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
+def _listening(port: int) -> set[str]:
+    """Local addresses (hex, as /proc/net/tcp writes them) listening on port."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr, hexport = local.split(":")
+            if state == "0A" and int(hexport, 16) == port:
+                found.add(addr)
+    return found
+
+
+@pytest.mark.postgres
+def test_password_reaches_no_command_line_and_no_output(pg_target: str, tmp_path: Path) -> None:
+    """A real `farm dashboard` on a PostgreSQL URL with a password (the test server trusts any)."""
+    url = make_url(pg_target).set(password="secret").render_as_string(hide_password=False)
+    ensure_current(make_engine(url))
+    log = tmp_path / "server.log"
+    port = free_port()
+    cmd = [sys.executable, "-m", "cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        children = _children(proc.pid)
+        assert children, "farm dashboard started no process"
+        for pid in children:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            assert not any(b"secret" in a for a in args), args
+        assert any(b"streamlit" in Path(f"/proc/{p}/cmdline").read_bytes() for p in children)
+        assert _listening(port) == {"0100007F"}  # 127.0.0.1 only, no 0.0.0.0 and no IPv6
+        with app(url) as at:  # the pages name the database without its password
+            shown = " ".join(c.value for c in at.sidebar.caption)
+            assert "***" in shown and "secret" not in shown
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(15)
+    said = log.read_text()
+    assert "postgres:***@" in said and "secret" not in said
+
+
+def test_display_target_masks_passwords() -> None:
+    assert (
+        display_target("postgresql://u:secret@db.example:5432/farm")
+        == "postgresql://u:***@db.example:5432/farm"
+    )
+    assert (
+        display_target("postgresql://u:secret@db.example:notaport/farm")
+        == "postgresql://u:***@db.example:notaport/farm"
+    )
+    assert display_target("results/h200.db") == "results/h200.db"
 
 
 @pytest.mark.parametrize(

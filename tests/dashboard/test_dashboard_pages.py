@@ -17,6 +17,11 @@ from db import queries
 H200, A100 = kit.H200.gpu_name, kit.A100.gpu_name
 
 
+@pytest.fixture(scope="module")
+def verdict_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return kit.splitk_verdict_db(tmp_path_factory.mktemp("verdict") / "verdict.db")
+
+
 def label(shape: tuple[int, int, int]) -> str:
     return "x".join(map(str, shape))
 
@@ -72,32 +77,48 @@ def test_overview_counts(dbs: dict[str, Path]) -> None:
     assert "small-a100" in texts(at, "success")[0] and not texts(at, "warning")
 
 
-def test_splitk_plots_each_block_shape_and_the_best_split_per_shape(dbs: dict[str, Path]) -> None:
+def test_splitk_plots_best_split_over_best_unsplit_per_shape_and_each_block_shape(
+    dbs: dict[str, Path],
+) -> None:
     with app(dbs["small"]) as at:
         show(at, "splitk")
         no_exception(at)
         scatter, curve = charts(at)
-        every = layer(scatter, "every block shape", "circle")
+        best = layer(scatter, "best split against best unsplit", "point")
+        assert_close(
+            by_key(best.data, ["m", "n", "k"], ["tiles_per_sm", "split_split_k", "speedup"]),
+            kit.SMALL_SPLITK_BEST,
+        )
+        assert best.encoding["x"]["scale"]["type"] == "log" and best.encoding["color"]["field"] == "k"
+        assert {"shape", "verdict", "unsplit_config", "split_config"} <= {
+            t["field"] for t in best.encoding["tooltip"]
+        }
+        bars = layer(scatter, "best split against best unsplit", "rule").data
+        assert (bars.speedup_lo < bars.speedup).all() and (bars.speedup < bars.speedup_hi).all()
+        same_blocks = layer(scatter, "same blocks", "circle")
         assert_close(
             by_key(
-                every.data, ["m", "n", "k", "block_m", "block_n"], ["tiles_per_sm", "best_split_k", "speedup"]
+                same_blocks.data,
+                ["m", "n", "k", "block_m", "block_n"],
+                ["tiles_per_sm", "best_split_k", "speedup"],
             ),
             {(*s, *b): v for (s, b), v in kit.SMALL_SPLITK.items()},
         )
-        assert every.encoding["x"]["scale"]["type"] == "log" and every.encoding["color"]["field"] == "k"
-        tips = {t["field"] for t in every.encoding["tooltip"]}
-        assert {"shape", "best_split_k", "config"} <= tips
-        best = layer(scatter, "best split per shape", "point").data
-        assert by_key(best, ["m", "n", "k"], ["block_m", "block_n"]) == kit.SMALL_BEST_PER_SHAPE
-        assert set(best.config) == {"128x128, split 8 (splitk)", "128x128, split 2 (splitk)"}
         assert layer(scatter, "one tile per SM", "rule").data.tiles_per_sm.tolist() == [1.0]
         assert layer(scatter, "speedup 1", "rule").data.speedup.tolist() == [1.0]
-        # The companion curve opens on the shape with the largest speedup.
+        # The table lists the dots' numbers.
+        table = at.dataframe[0].value
+        assert_close(
+            by_key(table, ["shape"], ["speedup"]), {label(s): v[2] for s, v in kit.SMALL_SPLITK_BEST.items()}
+        )
+        # The companion curve opens on the shape with the largest speedup, and names it.
         assert at.selectbox(key="splitk_shape").value == label(kit.SKINNY)
+        assert label(kit.SKINNY) in curve["spec"]["title"]["text"]
         assert_close(
             by_key(layer(curve, "speedup per SPLIT_K", "line").data, ["split_k"], ["speedup"]),
             kit.SKINNY_CURVE,
         )
+        assert max(kit.SKINNY_CURVE.values()) == pytest.approx(kit.SMALL_SPLITK_BEST[kit.SKINNY][2])
         band = layer(curve, "speedup per SPLIT_K", "rule").data
         assert (band.speedup_lo < band.speedup).all() and (band.speedup < band.speedup_hi).all()
 
@@ -109,10 +130,41 @@ def test_splitk_plots_each_block_shape_and_the_best_split_per_shape(dbs: dict[st
         )
 
         at.selectbox(key="gpu").set_value(A100).run()
-        every = layer(charts(at)[0], "every block shape", "circle").data
-        assert_close(
-            by_key(every, ["m", "n", "k"], ["tiles_per_sm", "speedup"]), {kit.SKINNY: (4 / 108, 2.0)}
-        )
+        best = layer(charts(at)[0], "best split against best unsplit", "point").data
+        assert_close(by_key(best, ["m", "n", "k"], ["tiles_per_sm", "speedup"]), {kit.SKINNY: (4 / 108, 2.0)})
+
+
+def test_splitk_verdict_agrees_in_table_dots_and_curve(verdict_db: Path) -> None:
+    """96x7168x2048: best unsplit 0.0205 ms (blocks A) beats best split 0.0229 ms (blocks B, whose own
+    unsplit time is 0.0254): 0.90, split loses, everywhere the page says it."""
+    at = render(verdict_db, "splitk")
+    no_exception(at)
+    scatter, curve = charts(at)
+    [row] = at.dataframe[0].value.itertuples()
+    assert (row.verdict, row.speedup) == (kit.VERDICT, pytest.approx(kit.VERDICT_SPEEDUP))
+    [dot] = layer(scatter, "best split against best unsplit", "point").data.itertuples()
+    assert dot.speedup == pytest.approx(kit.VERDICT_SPEEDUP)
+    assert dot.tiles_per_sm == pytest.approx(2 * 56 / 132)  # blocks A's unsplit grid
+    line = layer(curve, "speedup per SPLIT_K", "line").data
+    assert by_key(line, ["split_k"], ["speedup"]) == pytest.approx({1: 1.0, 4: kit.VERDICT_SPEEDUP})
+    # The same-blocks layer keeps its own 1.11, under its own name.
+    blocks = layer(scatter, "same blocks", "circle").data
+    assert blocks.speedup.max() == pytest.approx(kit.VERDICT_BLOCK_RATIO)
+    assert layer(curve, "stream-K", "rule").data.speedup.tolist() == pytest.approx([0.0205 / 0.0210])
+    assert any("Throttled: 1 of 4 ok rows" in w and "1,500 MHz" in w for w in texts(at, "warning"))
+
+
+def test_explorer_shows_clock_and_throttle_state_per_row(verdict_db: Path) -> None:
+    at = render(verdict_db, "explorer")
+    no_exception(at)
+    table = at.dataframe[0].value
+    throttled = table[table.throttled.fillna(False).astype(bool)]
+    assert throttled[["variant", "sm_clock_mhz", "throttle_reasons"]].values.tolist() == [
+        ["streamk", 1500, "sw_power_cap"]
+    ]
+    assert any(
+        "1 of the rows shown ran while the GPU reported a throttle reason" in w for w in texts(at, "warning")
+    )
 
 
 def test_grouping_plots_speedup_against_operands_over_l2_and_the_heatmap(dbs: dict[str, Path]) -> None:
@@ -142,8 +194,9 @@ def test_cublas_page_compares_best_triton_and_draws_the_roofline(dbs: dict[str, 
         by_key(dots, ["m", "n", "k"], ["triton_tflops"]),
         {s: 2 * math.prod(s) / (ms * 1e-3) / 1e12 for s, (ms, _) in kit.SMALL_VS_CUBLAS.items()},
     )
-    points = layer(roof, "best Triton and cuBLAS per shape").data
-    assert len(points) == 2 * len(kit.SMALL_VS_CUBLAS)
+    points = layer(roof, "best Triton and cuBLAS per shape", "point").data
+    triton_shapes = {*kit.SMALL_VS_CUBLAS, kit.MID, kit.SMALL_SQUARE}  # every shape with a Triton row
+    assert len(points) == len(triton_shapes) + len(kit.CUBLAS_MS)
     operand = {s: 2 * (s[0] * s[2] + s[2] * s[1] + s[0] * s[1]) for s in kit.SMALL_VS_CUBLAS}
     assert_close(
         by_key(points[points.provider == "cuBLAS"], ["m", "n", "k"], ["intensity", "tflops"]),
@@ -185,15 +238,19 @@ def test_accuracy_by_variant_and_dtype_and_atomic_nondeterminism(dbs: dict[str, 
     at = render(dbs["small"], "accuracy")
     no_exception(at)
     errors, nondeterminism = charts(at)
-    assert by_key(layer(errors, "relative error").data, ["variant", "dtype"], ["rel_err_max"]) == {
+    assert by_key(layer(errors, "relative error", "point").data, ["variant", "dtype"], ["rel_err_max"]) == {
         ("cublas", "bfloat16"): 1e-3,
         ("grouped", "bfloat16"): 1e-3,
         ("splitk", "bfloat16"): 0.5,  # the wrong row
     }
-    # Only atomic split-K differs between runs (the wrong row's 0.1 is the largest).
+    # Only atomic split-K ran repeatedly; over sqrt(K) the wrong row's 0.1 at K = 65536 is the largest.
     assert by_key(
-        layer(nondeterminism, "nondeterminism").data, ["variant", "dtype"], ["nondeterminism_max"]
-    ) == {("splitk", "bfloat16"): 0.1}
+        layer(nondeterminism, "nondeterminism", "point").data,
+        ["variant", "dtype"],
+        ["nondeterminism_rel_max"],
+    ) == {("splitk", "bfloat16"): pytest.approx(0.1 / 256)}
+    dots = layer(errors, "relative error", "point")
+    assert dots.encoding["y"]["scale"]["type"] == "log" and (dots.data.value > 0).all()
     assert texts(at, "warning") == [
         "Rows that failed the accuracy check (status `wrong`): splitk / bfloat16 1 of 15."
     ]
@@ -240,7 +297,7 @@ def test_compare_sweeps_per_point_verdicts(dbs: dict[str, Path]) -> None:
 
 # ---- interpreter-only and failed-sweep databases ----
 
-TIMED_PAGES = ["overview", "splitk", "grouping", "cublas", "explorer"]
+TIMED_PAGES = ["overview", "shape", "splitk", "grouping", "cublas", "explorer"]
 
 
 @pytest.mark.parametrize("page", TIMED_PAGES, ids=TIMED_PAGES)
@@ -254,13 +311,39 @@ def test_interpreter_rows_are_labelled_not_gpu_timings(dbs: dict[str, Path], pag
 
 def test_interpreter_charts_still_show_the_cpu_times(dbs: dict[str, Path]) -> None:
     at = render(dbs["interpreter"], "splitk")
-    every = layer(charts(at)[0], "every block shape", "circle").data
+    every = layer(charts(at)[0], "best split against best unsplit", "point").data
     # Split 4 took twice the splitk unsplit time; the best unsplit time is grouped GROUP_SIZE_M 2's 0.95x.
     assert by_key(every, ["m", "n", "k"], ["speedup"]) == {s: pytest.approx(0.475) for s in kit.SMOKE_SHAPES}
     assert at.selectbox(key="gpu").options == [f"{kit.INTERPRETER.gpu_name} (CPU times, not GPU timings)"]
     cublas = render(dbs["interpreter"], "cublas")
     assert any("No peak TFLOP/s" in i for i in texts(cublas, "info"))
     assert not any(ly.description == "roofs" for ly in charts(cublas)[1]["layers"])
+
+
+def test_cublas_page_draws_the_roofline_without_cublas_rows(verdict_db: Path) -> None:
+    at = render(verdict_db, "cublas")
+    no_exception(at)
+    assert "no head-to-head" in texts(at, "info")[0]
+    [roof] = charts(at)
+    [dot] = layer(roof, "best Triton and cuBLAS per shape", "point").data.itertuples()
+    assert dot.pct_peak == pytest.approx(100 * 2 * 96 * 7168 * 2048 / 0.0205e-3 / 1e12 / kit.H200.peak_tflops)
+
+
+def test_shape_page_lists_every_config_with_percent_of_peak(dbs: dict[str, Path]) -> None:
+    with app(dbs["small"]) as at:
+        show(at, "shape")
+        at.selectbox(key="shape_pick").set_value(label(kit.SKINNY)).run()
+        no_exception(at)
+        best, every = (d.value for d in at.dataframe)
+        assert best.variant.tolist() == ["cublas", "splitk"]  # cuBLAS 0.032 ms, split-K 0.040 ms
+        assert every.ms.is_monotonic_increasing and len(every) == 8  # 7 ok split-K rows + cuBLAS
+        assert best.pct_peak.iloc[0] == pytest.approx(
+            100 * 2 * math.prod(kit.SKINNY) / 0.032e-3 / 1e12 / 989.4
+        )
+        configs, roof = charts(at)
+        bars = layer(configs, "configs of the shape", "rule").data
+        assert (bars.rel_lo <= bars.vs_best).all() and (bars.vs_best <= bars.rel_hi).all()
+        assert layer(roof, "the chosen shape", "point").data["shape"].tolist() == [label(kit.SKINNY)] * 2
     table = render(dbs["interpreter"], "explorer").dataframe[0].value
     assert set(table.timing) == {common.INTERPRETER_LABEL} and len(table) == len(kit.interpreter_records())
 
@@ -272,9 +355,10 @@ def test_failed_sweep_gives_messages_not_tracebacks(dbs: dict[str, Path], page: 
     said = " ".join(texts(at, "info") + texts(at, "error"))
     expect = {
         "overview": "Last sweep #1 'smoke': failed",
-        "splitk": "No split-K pairs",
+        "shape": "No ok rows",
+        "splitk": "No split-K or stream-K rows",
         "grouping": "No grouped pairs",
-        "cublas": "No shapes with both",
+        "cublas": "No ok rows",
         "accuracy": "No checked rows",
         "sweeps": "Sweep #1 'smoke': failed, 0 ok and 4 failed of 4 points.",
         "compare": "Comparing needs two sweeps",

@@ -1,4 +1,5 @@
-"""db.dashboard_queries' own arithmetic: roofs, size bins, the default sweep pair, interpreter GPUs."""
+"""db.queries' dashboard functions on crafted databases, and dashboard.frames' arithmetic: the split-K
+verdict, roofs, size bins, the default sweep pair, interpreter GPUs, the accuracy log axis."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import dashkit as kit
 import pandas as pd
 import pytest
 
-from db import dashboard_queries as dq
+from dashboard import frames
+from db import queries
 from db.engine import make_engine
 
 
@@ -21,8 +23,51 @@ def on(db: Path, fn, **kw):
         engine.dispose()
 
 
+@pytest.fixture(scope="module")
+def verdict_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return kit.splitk_verdict_db(tmp_path_factory.mktemp("verdict") / "verdict.db")
+
+
+def test_splitk_best_is_best_split_over_best_unsplit_not_the_best_block_ratio(verdict_db: Path) -> None:
+    [row] = on(verdict_db, queries.splitk_best).itertuples()
+    assert (row.unsplit_ms, row.unsplit_block_m, row.unsplit_variant) == (0.0205, 64, "grouped")
+    assert (row.split_ms, row.split_block_m, row.split_split_k) == (0.0229, 32, 4)
+    assert row.speedup == pytest.approx(kit.VERDICT_SPEEDUP)  # 0.90: split loses
+    assert row.unsplit_tiles_per_sm == pytest.approx(2 * 56 / 132)  # blocks A's grid, not B's
+    assert (row.streamk_ms, row.streamk_speedup) == (0.0210, pytest.approx(0.0205 / 0.0210))
+    # The view keeps its per-block meaning: B's own ratio is the 1.11 the old table showed.
+    blocks = on(verdict_db, queries.splitk_speedup)
+    assert blocks.speedup.max() == pytest.approx(kit.VERDICT_BLOCK_RATIO)
+    # The curve agrees with the table: its split 4 point is the table's speedup.
+    curve = on(
+        verdict_db, queries.splitk_curve, gpu_name=kit.H200.gpu_name, dtype="bfloat16", m=96, n=7168, k=2048
+    )
+    assert dict(zip(curve.split_k, curve.speedup)) == pytest.approx({1: 1.0, 4: kit.VERDICT_SPEEDUP})
+
+
+def test_splitk_table_says_split_loses_outside_the_noise(verdict_db: Path) -> None:
+    table = frames.splitk_table(on(verdict_db, queries.splitk_best))
+    assert table.verdict.tolist() == [kit.VERDICT]
+    assert table.speedup_lo.iloc[0] < kit.VERDICT_SPEEDUP < table.speedup_hi.iloc[0] < 1
+
+
+@pytest.mark.parametrize(
+    ("unsplit", "split", "verdict"),
+    [
+        ((1.0, 0.98, 1.02), (0.5, 0.49, 0.51), "split wins"),
+        ((1.0, 0.97, 1.03), (0.99, 0.96, 1.02), "within noise"),
+    ],
+    ids=["wins", "noise"],
+)
+def test_splitk_verdict_uses_both_p20_p80_ranges(unsplit, split, verdict) -> None:
+    u = [pd.Series([x]) for x in unsplit]
+    sp = [pd.Series([x]) for x in split]
+    lo, hi = frames.ratio_band(*u, *sp)
+    assert frames.verdict(u[0] / sp[0], lo, hi, "split wins", "split loses") == [verdict]
+
+
 def test_roofs_meet_at_the_ridge_and_span_the_points() -> None:
-    roofs = dq.roof_lines(989.4, 4800.0, 100.0, 3000.0)
+    roofs = frames.roof_lines(989.4, 4800.0, 100.0, 3000.0)
     ridge = 989.4e3 / 4800.0  # 206 FLOP/B
     assert roofs.values.tolist() == [
         ["bandwidth", 100.0, 480.0],
@@ -31,15 +76,15 @@ def test_roofs_meet_at_the_ridge_and_span_the_points() -> None:
         ["compute", 3000.0, 989.4],
     ]
     # Points all left of the ridge still get a compute roof to look up to.
-    assert dq.roof_lines(989.4, 4800.0, 10.0, 50.0).intensity.max() == pytest.approx(2 * ridge)
+    assert frames.roof_lines(989.4, 4800.0, 10.0, 50.0).intensity.max() == pytest.approx(2 * ridge)
 
 
 @pytest.mark.parametrize("peaks", [(0.0, 4800.0), (989.4, 0.0)], ids=["no-tflops", "no-bandwidth"])
 def test_no_roofs_without_both_peaks(peaks: tuple[float, float]) -> None:
-    assert dq.roof_lines(*peaks, 1.0, 10.0).empty
+    assert frames.roof_lines(*peaks, 1.0, 10.0).empty
 
 
-def test_size_bins_are_powers_of_two_of_operands_over_l2() -> None:
+def test_size_bins_are_powers_of_two_of_operands_over_l2_and_the_axis_keeps_empty_bins() -> None:
     points = pd.DataFrame(
         {
             "m": [1, 2, 3, 4, 5],
@@ -50,17 +95,38 @@ def test_size_bins_are_powers_of_two_of_operands_over_l2() -> None:
             "speedup": [1.0, 1.02, 1.1, 1.3, 1.5],
         }
     )
-    cells = dq.grouping_heatmap(points.assign(shape=dq.shape_label(points)))
+    cells = frames.grouping_heatmap(points.assign(shape=frames.shape_label(points)))
     assert cells["size"].tolist() == ["1/16-1/8 L2", "1/2-1 L2", "1-2 L2", "4-8 L2"]
     assert cells.speedup.tolist() == pytest.approx([1.0, 1.02, 1.2, 1.5])  # 1.0 and 1.9 share a bin
     assert cells.n_shapes.tolist() == [1, 1, 2, 1]
+    assert cells.stat.tolist() == ["1 config", "1 config", "median of 2 configs", "1 config"]
+    assert frames.heatmap_bins(cells) == [
+        "1/16-1/8 L2", "1/8-1/4 L2", "1/4-1/2 L2", "1/2-1 L2", "1-2 L2", "2-4 L2", "4-8 L2"
+    ]  # fmt: skip
+
+
+def test_accuracy_zero_is_drawn_under_the_smallest_error_as_exact() -> None:
+    acc = pd.DataFrame({"variant": ["a", "b", "c"], "err": [0.0, 2e-3, 5e-2]})
+    pts = frames.log_points(acc, "err")
+    assert pts.value.tolist() == pytest.approx([2e-4, 2e-3, 5e-2])
+    assert pts.shown.tolist() == ["exact", "0.002", "0.05"]
+
+
+def test_roofline_needs_no_cublas_row(dbs: dict[str, Path]) -> None:
+    filters = dict(gpu_name=kit.H200.gpu_name, dtype="bfloat16")
+    best = on(dbs["small"], queries.best_configs, **filters)
+    no_cublas = best[best.variant != "cublas"]
+    pts = frames.roofline_points(no_cublas, on(dbs["small"], queries.shape_sizes, **filters), 989.4)
+    assert set(pts.provider) == {"Triton (best)"} and pts.pct_peak.notna().all()
+    square = pts[pts["shape"] == "4096x4096x4096"].iloc[0]
+    assert square.pct_peak == pytest.approx(100 * 2 * 4096**3 / 0.250e-3 / 1e12 / 989.4)
 
 
 def test_default_comparison_prefers_sweeps_sharing_a_gpu(dbs: dict[str, Path]) -> None:
-    assert on(dbs["small"], dq.default_comparison) == (1, 2)  # not (2, 3): sweep 3 is the A100's alone
-    assert on(dbs["interpreter"], dq.default_comparison) is None  # one sweep
+    assert on(dbs["small"], queries.default_comparison) == (1, 2)  # not (2, 3): sweep 3 is the A100's alone
+    assert on(dbs["interpreter"], queries.default_comparison) is None  # one sweep
 
 
 def test_interpreter_gpus_come_from_the_environments(dbs: dict[str, Path]) -> None:
-    assert on(dbs["interpreter"], dq.interpreter_gpus) == [kit.INTERPRETER.gpu_name]
-    assert on(dbs["small"], dq.interpreter_gpus) == []
+    assert on(dbs["interpreter"], queries.interpreter_gpus) == [kit.INTERPRETER.gpu_name]
+    assert on(dbs["small"], queries.interpreter_gpus) == []

@@ -6,9 +6,7 @@ Plain functions in an importable module (not conftest) so spawned processes can 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -17,82 +15,19 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from samples import A100, H200  # noqa: F401  (the tests import both from here)
+
+# The tests' short name for the one record builder; the environments they import from here.
+from samples import A100, H200, INTERPRETER  # noqa: F401
+from samples import record as rec
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from db.engine import make_engine
 from db.models import Measurement
-from db.records import Backend, EnvironmentInfo, MeasurementRecord
+from db.records import EnvironmentInfo, MeasurementRecord
 from db.schema import ensure_current
 from db.writes import environment_id, upsert_measurements
-
-INTERPRETER = dataclasses.replace(
-    H200,
-    gpu_name="CPU (Triton interpreter)",
-    sm_count=0,
-    l2_bytes=0,
-    memory_bytes=0,
-    compute_capability="",
-    backend=Backend.INTERPRETER,
-    peak_tflops=0.0,
-    peak_gbps=0.0,
-)
-
-
-def rec(
-    variant: str = "grouped",
-    shape: tuple[int, int, int] = (4096, 4096, 4096),
-    *,
-    dtype: str = "bfloat16",
-    block: tuple[int, int, int] = (128, 128, 64),
-    group_m: int = 1,
-    split_k: int = 1,
-    num_warps: int = 8,
-    num_stages: int = 3,
-    ms: float | None = 1.0,
-    status: str = "ok",
-    code_version: str = "c0ffee",
-    **fields,
-) -> MeasurementRecord:
-    """One record; the config key is built from the config so distinct configs never collide."""
-    (m, n, k), (bm, bn, bk) = shape, block
-    precision = fields.pop("input_precision", "ieee")  # what the farm stores for every dtype
-    key = f"bm{bm}-bn{bn}-bk{bk}-g{group_m}-s{split_k}-w{num_warps}-st{num_stages}-{precision}"
-    tiles = -(-m // bm) * -(-n // bn)
-    defaults = dict(
-        ms_p20=None if ms is None else ms * 0.99,
-        ms_p80=None if ms is None else ms * 1.01,
-        reps=50 if ms is not None else None,
-        tflops=None if ms is None else 2 * m * n * k / (ms * 1e-3) / 1e12,
-        tiles=tiles,
-        programs=tiles * split_k,
-        tiles_per_sm=tiles / 132,
-        operand_bytes=2 * (m * k + k * n + m * n),
-        error="" if status == "ok" else f"{status}: hand-made failure",
-    )
-    defaults.update(fields)
-    return MeasurementRecord(
-        code_version=code_version,
-        variant=variant,
-        dtype=dtype,
-        m=m,
-        n=n,
-        k=k,
-        config_key=key,
-        block_m=bm,
-        block_n=bn,
-        block_k=bk,
-        group_m=group_m,
-        split_k=split_k,
-        num_warps=num_warps,
-        num_stages=num_stages,
-        input_precision=precision,
-        status=status,
-        ms=ms,
-        **defaults,
-    )
 
 
 def create(target: str) -> None:
@@ -154,12 +89,6 @@ def run_together(n: int, fn: Callable[[], object]) -> tuple[list, list[Exception
     for t in threads:
         t.join(60)
     return results, errors
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 NOT_A_DB = b"gpu,ms\nH200,0.5\n" * 20

@@ -7,10 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dbkit import NOT_A_DB, create, free_port, read_only, tree
+from dbkit import NOT_A_DB, create, read_only, tree
 from sqlalchemy import Engine, inspect, make_url, text
 from sqlalchemy.exc import DBAPIError
 
+from bench.ports import free_port
 from db.engine import make_engine
 from db.errors import DatabaseError
 from db.schema import ensure_current

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from dbkit import A100, H200, INTERPRETER, rec, store
 from sqlalchemy import Engine, text
@@ -192,7 +194,8 @@ def test_grouping_effect(engine: Engine) -> None:
 
 def test_grouping_effect_without_l2_size(engine: Engine) -> None:
     """No L2 size (the interpreter): operand_to_l2 is NULL on both backends (PostgreSQL raises on / 0)."""
-    store(engine, [rec(group_m=1, ms=2.0), rec(group_m=8, ms=1.0)], env=INTERPRETER)
+    no_l2 = dataclasses.replace(INTERPRETER, l2_bytes=0)
+    store(engine, [rec(group_m=1, ms=2.0), rec(group_m=8, ms=1.0)], env=no_l2)
     (row,) = rows(engine, "SELECT gpu_name, l2_bytes, operand_to_l2, speedup FROM grouping_effect")
     assert row == {
         "gpu_name": "CPU (Triton interpreter)",

@@ -1,0 +1,270 @@
+"""The charts' frames: db.queries' rows (already fetched, cached by dashboard.common) reshaped for
+display: labels, verdicts, bins, long forms, reference lines. Pure pandas, no database, no Streamlit,
+so each can be tested on a hand-made frame.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+SHAPE = ["m", "n", "k"]
+# The compute roof is a dense bf16/fp16 tensor-core peak (farm.gpu's datasheet table).
+ROOF_DTYPES = ("bfloat16", "float16")
+# Run-to-run noise of one point on an H200: ten do_bench medians differ by 2-3% (DESIGN.md); a ratio
+# within 3% of 1 is drawn as "within noise" where a point has no p20-p80 of its own.
+NOISE = 0.03
+
+
+def shape_label(df: pd.DataFrame) -> list[str]:
+    return [f"{m}x{n}x{k}" for m, n, k in zip(df.m, df.n, df.k)]
+
+
+def with_shape(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    out.insert(0, "shape", shape_label(out))
+    return out
+
+
+def _blocks(df: pd.DataFrame, prefix: str) -> list[str]:
+    return [
+        "" if pd.isna(bm) else f"{v} {bm}x{bn}x{bk}" + (f" split {s}" if s and s > 1 else "")
+        for v, bm, bn, bk, s in zip(
+            df[f"{prefix}variant"],
+            df[f"{prefix}block_m"],
+            df[f"{prefix}block_n"],
+            df[f"{prefix}block_k"],
+            df[f"{prefix}split_k"],
+        )
+    ]
+
+
+def ratio_band(num_ms: pd.Series, num_lo: pd.Series, num_hi: pd.Series, den_ms, den_lo, den_hi):
+    """(lo, hi) of num / den from both p20-p80 intervals: the ratio is "within noise" where lo <= 1 <= hi."""
+    lo = num_lo.fillna(num_ms) / den_hi.fillna(den_ms)
+    hi = num_hi.fillna(num_ms) / den_lo.fillna(den_ms)
+    return lo, hi
+
+
+def verdict(ratio: pd.Series, lo: pd.Series, hi: pd.Series, win: str, lose: str) -> list[str]:
+    return [
+        "" if pd.isna(r) else ("within noise" if lo_ <= 1 <= hi_ else (win if r > 1 else lose))
+        for r, lo_, hi_ in zip(ratio, lo, hi)
+    ]
+
+
+# ---- split-K ----
+
+
+def splitk_table(best: pd.DataFrame) -> pd.DataFrame:
+    """db.queries.splitk_best's rows with a shape label, the configs in words, the p20-p80 range of the
+    speedup and a verdict (split wins / split loses / within noise)."""
+    df = with_shape(best)
+    df["unsplit_config"] = _blocks(df, "unsplit_")
+    df["split_config"] = _blocks(df, "split_")
+    df["streamk_config"] = _blocks(df, "streamk_")
+    df["speedup_lo"], df["speedup_hi"] = ratio_band(
+        df.unsplit_ms, df.unsplit_ms_p20, df.unsplit_ms_p80, df.split_ms, df.split_ms_p20, df.split_ms_p80
+    )
+    df["verdict"] = verdict(df.speedup, df.speedup_lo, df.speedup_hi, "split wins", "split loses")
+    df["tiles_per_sm"] = df.unsplit_tiles_per_sm
+    df["throttled"] = df.unsplit_throttled.fillna(False) | df.split_throttled.fillna(False)
+    return df
+
+
+def splitk_blocks(same_blocks: pd.DataFrame) -> pd.DataFrame:
+    """The splitk_speedup view's rows (one per shape and block shape) with shape and config labels."""
+    df = with_shape(same_blocks)
+    df["config"] = [
+        f"{r.block_m}x{r.block_n}, split {r.best_split_k} ({r.best_split_variant})" for r in df.itertuples()
+    ]
+    return df
+
+
+def splitk_curve_band(curve: pd.DataFrame) -> pd.DataFrame:
+    """db.queries.splitk_curve with the speedup's p20-p80 band (unsplit median over each split's p80, p20)."""
+    df = curve.copy()
+    unsplit = df.speedup * df.ms
+    df["speedup_lo"] = unsplit / df.ms_p80.fillna(df.ms)
+    df["speedup_hi"] = unsplit / df.ms_p20.fillna(df.ms)
+    return df
+
+
+# ---- grouping / L2 ----
+
+
+def grouping_points(effect: pd.DataFrame) -> pd.DataFrame:
+    """grouping_effect with shape and config labels (one row per config and group_m > 1)."""
+    df = with_shape(effect)
+    df["config"] = [
+        f"{r.variant} {r.block_m}x{r.block_n}x{r.block_k} w{r.num_warps} s{r.num_stages}"
+        for r in df.itertuples()
+    ]
+    return df
+
+
+def size_bin(operand_to_l2: pd.Series) -> pd.Series:
+    """The power-of-two bin [2^i, 2^(i+1)) of operand bytes / L2 that each problem falls in, as 2^i."""
+    return np.exp2(np.floor(np.log2(operand_to_l2.astype(float))))
+
+
+def grouping_heatmap(points: pd.DataFrame) -> pd.DataFrame:
+    """Per (problem size bin, group_m) of grouping_points' rows: the median over configs and shapes of
+    the speedup against group_m = 1 with the same config, with its range and counts; `stat` says what
+    the number is ("median of 7 configs" or "1 config": one measurement is no median).
+
+    Problem size is operand bytes / L2 in power-of-two bins: the L2 effect depends on that ratio,
+    and bins keep the heatmap readable from 3 shapes to 3,000.
+    """
+    df = points.dropna(subset=["operand_to_l2", "speedup"])
+    df = df[df.operand_to_l2 > 0].assign(size_lo=lambda d: size_bin(d.operand_to_l2))
+    cells = (
+        df.groupby(["size_lo", "group_m"])
+        .agg(
+            speedup=("speedup", "median"),
+            speedup_min=("speedup", "min"),
+            speedup_max=("speedup", "max"),
+            n_configs=("speedup", "size"),
+            n_shapes=("shape", "nunique"),
+        )
+        .reset_index()
+    )
+    cells["size"] = [bin_label(lo) for lo in cells.size_lo]
+    cells["stat"] = [f"median of {n} configs" if n > 1 else "1 config" for n in cells.n_configs]
+    return cells
+
+
+def heatmap_bins(cells: pd.DataFrame) -> list[str]:
+    """Every bin label from the smallest to the largest occupied bin, empty ones too: the axis to scale."""
+    if cells.empty:
+        return []
+    lo, hi = (round(math.log2(v)) for v in (cells.size_lo.min(), cells.size_lo.max()))
+    return [bin_label(2.0**i) for i in range(lo, hi + 1)]
+
+
+def bin_label(lo: float) -> str:
+    return f"{_fraction(lo)}-{_fraction(2 * lo)} L2"
+
+
+def _fraction(x: float) -> str:
+    return f"1/{round(1 / x)}" if x < 1 else f"{x:g}"
+
+
+# ---- versus cuBLAS and the roofline ----
+
+
+def with_intensity(df: pd.DataFrame, sizes: pd.DataFrame) -> pd.DataFrame:
+    """Rows per shape with operand bytes (from queries.shape_sizes) and arithmetic intensity, 2 m n k /
+    operand bytes (FLOP/B)."""
+    out = with_shape(df).merge(sizes, on=["gpu_name", "dtype", *SHAPE], how="left")
+    flops = 2.0 * out.m.astype(float) * out.n.astype(float) * out.k.astype(float)
+    out["intensity"] = flops / out.operand_bytes.astype(float)
+    return out
+
+
+def roofline_points(best: pd.DataFrame, sizes: pd.DataFrame, peak_tflops: float) -> pd.DataFrame:
+    """queries.best_configs' rows as roofline points: per shape the best Triton config ("Triton (best)")
+    and cuBLAS where it was measured, with TFLOP/s, intensity and percent of the compute peak.
+
+    Needs no cuBLAS row: a shape at 7% of peak stands out under the roof on its own.
+    """
+    cols = ["gpu_name", "dtype", *SHAPE, "variant", "config_key", "ms", "ms_p20", "ms_p80", "tflops"]
+    df = best[cols].copy()
+    df["provider"] = np.where(df.variant == "cublas", "cuBLAS", "Triton (best)")
+    df = df.sort_values("ms").drop_duplicates(["gpu_name", "dtype", *SHAPE, "provider"])
+    df["config"] = np.where(df.variant == "cublas", "cuBLAS", df.variant + " " + df.config_key)
+    df = with_intensity(df, sizes)
+    df["pct_peak"] = 100 * df.tflops / peak_tflops if peak_tflops > 0 else np.nan
+    return df.sort_values([*SHAPE, "provider"]).reset_index(drop=True)
+
+
+def roof_lines(
+    peak_tflops: float, peak_gbps: float, intensity_lo: float, intensity_hi: float
+) -> pd.DataFrame:
+    """The two roofs over [intensity_lo, intensity_hi] (FLOP/B), as line vertices (roof, intensity, tflops).
+
+    Bandwidth roof: TFLOP/s = GB/s x FLOP/B / 1000, up to the ridge where it meets the compute roof.
+    Empty when either peak is unknown (0).
+    """
+    cols = ["roof", "intensity", "tflops"]
+    if peak_tflops <= 0 or peak_gbps <= 0 or not intensity_lo > 0:
+        return pd.DataFrame(columns=cols)
+    ridge = peak_tflops * 1e3 / peak_gbps
+    lo, hi = min(intensity_lo, ridge / 2), max(intensity_hi, ridge * 2)
+    rows = [
+        ("bandwidth", lo, peak_gbps * lo / 1e3),
+        ("bandwidth", ridge, peak_tflops),
+        ("compute", ridge, peak_tflops),
+        ("compute", hi, peak_tflops),
+    ]
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ---- one shape ----
+
+
+def shape_configs(rows: pd.DataFrame, peak_tflops: float) -> pd.DataFrame:
+    """Every ok row of one shape, fastest first, with percent of peak and its time relative to the
+    fastest (rel_lo..rel_hi: its p20-p80 on that scale)."""
+    df = rows[(rows.status == "ok") & rows.ms.notna()].sort_values(["ms", "id"]).reset_index(drop=True)
+    best = float(df.ms.iloc[0]) if len(df) else np.nan
+    df["vs_best"] = df.ms / best
+    df["rel_lo"] = df.ms_p20.fillna(df.ms) / best
+    df["rel_hi"] = df.ms_p80.fillna(df.ms) / best
+    df["pct_peak"] = 100 * df.tflops / peak_tflops if peak_tflops > 0 else np.nan
+    # Ranked: the same config measured by two code versions is two rows.
+    df["config"] = [f"{i + 1}. {v} {c}" for i, (v, c) in enumerate(zip(df.variant, df.config_key))]
+    return df
+
+
+def best_per_variant(configs: pd.DataFrame) -> pd.DataFrame:
+    """shape_configs' fastest row of each variant, fastest variant first."""
+    return configs.drop_duplicates("variant").reset_index(drop=True)
+
+
+# ---- sweeps ----
+
+
+def compare_points(cmp: pd.DataFrame) -> pd.DataFrame:
+    """queries.compare_sweeps with every time over sweep a's median: b_over_a (< 1: b is faster) and the
+    p20-p80 intervals of both sweeps on that scale (a_lo..a_hi around 1, b_lo..b_hi around b_over_a)."""
+    df = cmp.copy()
+    df["b_over_a"] = df.ms_b / df.ms_a
+    for side in "ab":
+        ms = df[f"ms_{side}"]
+        df[f"{side}_lo"] = df[f"ms_p20_{side}"].fillna(ms) / df.ms_a
+        df[f"{side}_hi"] = df[f"ms_p80_{side}"].fillna(ms) / df.ms_a
+    return df
+
+
+# ---- accuracy ----
+
+EXACT = "exact"
+
+
+def log_points(acc: pd.DataFrame, column: str) -> pd.DataFrame:
+    """acc's rows with `value` to draw on a log axis: zero (bit-exact) sits a decade under the smallest
+    positive value, labelled "exact"; missing values are dropped."""
+    df = acc.dropna(subset=[column]).copy()
+    positive = df.loc[df[column] > 0, column]
+    floor = float(positive.min()) / 10 if len(positive) else 1e-12
+    df["value"] = df[column].where(df[column] > 0, floor)
+    df["shown"] = [EXACT if v == 0 else f"{v:.3g}" for v in df[column]]
+    return df
+
+
+def mib(n_bytes: float) -> str:
+    """Bytes as MiB, e.g. an H200's L2 62914560 -> "60 MiB"."""
+    return f"{n_bytes / 2**20:g} MiB"
+
+
+def readable_environments(env: pd.DataFrame) -> pd.DataFrame:
+    """Environments with byte counts as MiB / GiB text and peaks with their units."""
+    out = env.copy()
+    if "l2_bytes" in out:
+        out["l2"] = [mib(b) if pd.notna(b) else "" for b in out.l2_bytes]
+    if "memory_bytes" in out:
+        out["memory"] = [f"{b / 2**30:.0f} GiB" if pd.notna(b) else "" for b in out.memory_bytes]
+    return out.drop(columns=[c for c in ("l2_bytes", "memory_bytes") if c in out])
