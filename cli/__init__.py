@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from db.engine import default_target
+from db.engine import default_target, mask_passwords
 from db.errors import DatabaseError
 from farm.errors import UserError
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except (UserError, DatabaseError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {mask_passwords(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

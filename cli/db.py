@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from db import queries, schema
-from db.engine import make_engine
+from db.engine import display_target, make_engine
 from db.errors import DatabaseError
 from db.export import atomic_output, export_format, reading, write_csv, write_parquet
+from db.merge import merge
 from db.views import VIEW_NAMES
 from kernels.tuned import TunedConfigs, TunedEntry, stored_config
 
@@ -43,7 +44,7 @@ BEST_TABLE = (
 def register(
     subparsers: argparse._SubParsersAction, add_db_argument: Callable[[argparse.ArgumentParser], None]
 ) -> None:
-    """Add `db upgrade|downgrade|current`, `summary`, `best`, `export`, `export-best` to the farm CLI."""
+    """Add `db upgrade|downgrade|current|merge`, `summary`, `best`, `export`, `export-best`."""
 
     def command(parent, name: str, handler: Callable[[argparse.Namespace], int], help: str):
         p = parent.add_parser(name, help=help, description=help)
@@ -63,6 +64,16 @@ def register(
         "--delete-data", action="store_true", help="allow a downgrade that drops stored measurements"
     )
     command(actions, "current", cmd_current, "print the database's schema revision and the code's")
+    p = actions.add_parser(
+        "merge",
+        help="bring the sweeps and measurements of other databases into one (idempotent; newer wins)",
+        description="Bring the sweeps, environments and measurements of other results databases "
+        "(SQLite paths or URLs) into one. Merging twice adds nothing; a point both hold keeps the "
+        "newer measurement.",
+    )
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="databases to read (SQLite path or URL)")
+    p.add_argument("--into", required=True, metavar="TARGET", help="the database to merge into")
+    p.set_defaults(handler=cmd_merge)
 
     command(
         subparsers,
@@ -94,6 +105,16 @@ def register(
     )
 
 
+def shown(args: argparse.Namespace) -> str:
+    """The --db target as messages may show it: a URL's password masked."""
+    return display_target(args.db)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    print(merge(args.sources, args.into))
+    return 0
+
+
 def parse_shape(text: str) -> tuple[int, int, int]:
     parts = text.lower().split("x")
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
@@ -113,9 +134,9 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     if before == after:
-        print(f"{args.db}: already at revision {after}")
+        print(f"{shown(args)}: already at revision {after}")
     else:
-        print(f"{args.db}: upgraded from {before or 'empty'} to {after}")
+        print(f"{shown(args)}: upgraded from {before or 'empty'} to {after}")
     return 0
 
 
@@ -124,12 +145,12 @@ def cmd_downgrade(args: argparse.Namespace) -> int:
     try:
         before = schema.current(engine)
         if before is None:
-            raise DatabaseError(f"{args.db} has no schema to downgrade")
+            raise DatabaseError(f"{shown(args)} has no schema to downgrade")
         schema.downgrade(engine, args.revision, delete_data=args.delete_data)
         after = schema.current(engine)
     finally:
         engine.dispose()
-    print(f"{args.db}: downgraded from {before} to {after or 'empty (base)'}")
+    print(f"{shown(args)}: downgraded from {before} to {after or 'empty (base)'}")
     return 0
 
 
@@ -141,11 +162,12 @@ def cmd_current(args: argparse.Namespace) -> int:
         engine.dispose()
     expected = schema.head()
     if rev == expected:
-        print(f"{args.db}: revision {rev} (current)")
+        print(f"{shown(args)}: revision {rev} (current)")
     elif rev is None:
-        print(f"{args.db}: no schema (empty); create it with `farm db upgrade --db {args.db}`")
+        print(f"{shown(args)}: no schema (empty); create it with `farm db upgrade --db {shown(args)}`")
     else:
-        print(f"{args.db}: revision {rev}; this code expects {expected} (`farm db upgrade --db {args.db}`)")
+        target = shown(args)
+        print(f"{target}: revision {rev}; this code expects {expected} (`farm db upgrade --db {target}`)")
     return 0
 
 
@@ -157,7 +179,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         return ", ".join(f"{k} {v:,}" for k, v in d.items()) or "-"
 
     n, envs, sweeps = s["measurements"], s["environments"], s["sweeps"]
-    print(f"{args.db}: {n:,} measurements, {envs} environments, {sweeps} sweeps")
+    print(f"{shown(args)}: {n:,} measurements, {envs} environments, {sweeps} sweeps")
     print(f"  by status:  {counts(s['by_status'])}")
     print(f"  by backend: {counts(s['by_backend'])}")
     print(f"  by GPU:     {counts(s['by_gpu'])}")

@@ -16,6 +16,7 @@ import shlex
 import sys
 from collections import Counter
 
+from db.engine import display_target, mask_passwords
 from farm.errors import UserError
 
 STATUS_ORDER = ("ok", "wrong", "compile_error", "launch_error", "crashed", "timeout")
@@ -104,9 +105,9 @@ def handle(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed,
         progress=not args.no_progress,
     )
-    command = shlex.join(sys.argv)
+    command = mask_passwords(shlex.join(sys.argv))  # stored with the sweep: no passwords
     result = run_sweep(spec, options, command)
-    print_summary(result, args.db)
+    print_summary(result, display_target(args.db))
     return 130 if result.status == "interrupted" else (1 if result.status == "failed" else 0)
 
 

@@ -88,7 +88,12 @@ def display_target(target: str) -> str:
     try:
         return make_url(target).render_as_string(hide_password=True)
     except (ArgumentError, ValueError):
-        return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", target)
+        return mask_passwords(target)
+
+
+def mask_passwords(text: str) -> str:
+    """Any text (an error message, a command line) with the passwords of the URLs in it masked."""
+    return re.sub(r"://([^:/@\s]*):[^@/\s]*@", r"://\1:***@", text)
 
 
 def _parse(target: str) -> URL:

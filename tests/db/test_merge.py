@@ -136,3 +136,16 @@ def test_rows_merged_feed_the_views(engine: Engine, sources: list[str]) -> None:
     with engine.connect() as conn:
         best = queries.splitk_best(conn, gpu_name="NVIDIA H200")
     assert best[["unsplit_ms", "split_ms"]].values.tolist() == [[0.0199, 0.0229]]
+
+
+def test_farm_db_merge_command(tmp_path: Path, sources: list[str], capsys: pytest.CaptureFixture) -> None:
+    """`farm db merge SOURCE... --into TARGET`: the same merge through the command line, twice."""
+    import cli
+
+    target = str(tmp_path / "all.db")
+    assert cli.main(["db", "merge", *sources, "--into", target]) == 0
+    assert "4 measurements added, 1 replaced" in capsys.readouterr().out
+    assert cli.main(["db", "merge", *sources, "--into", target]) == 0
+    assert "0 measurements added, 0 replaced" in capsys.readouterr().out
+    assert len(points(target)) == 4
+    assert cli.main(["db", "merge", str(tmp_path / "missing.db"), "--into", target]) == 2

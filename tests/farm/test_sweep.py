@@ -169,3 +169,25 @@ def test_a_kernel_that_cannot_compile_is_a_row_and_the_sweep_goes_on(ray_cluster
         errors = [e for (e,) in conn.execute("SELECT error FROM measurements WHERE variant = 'broken'")]
     assert len(errors) == 2 and all("no_such_function" in e for e in errors)
     assert result.status == "finished" and result.faults == []
+
+
+@pytest.mark.postgres
+def test_a_url_password_reaches_no_output_and_no_stored_command(ray_cluster, tiny_spec, pg_target, capsys):
+    """`farm sweep` and `farm summary` on postgresql://user:secret@...: the password is masked in what
+    they print, in error messages and in the command stored with the sweep (the test server trusts any
+    password)."""
+    from sqlalchemy import make_url, text
+
+    from db.engine import make_engine
+
+    url = make_url(pg_target).set(password="secret").render_as_string(hide_password=False)
+    assert farm(["sweep", "--spec", str(tiny_spec), "--db", url, "--no-progress"]) == 0
+    assert farm(["summary", "--db", url]) == 0
+    bad = url.rsplit("/", 1)[0] + "/no_such_database"
+    assert farm(["summary", "--db", bad]) == 2
+    said = capsys.readouterr()
+    assert "secret" not in said.out + said.err
+    assert ":***@" in said.out and ":***@" in said.err  # the target is still named, masked
+    with make_engine(url).connect() as conn:
+        [command] = conn.execute(text("SELECT command FROM sweeps")).scalars().all()
+    assert "secret" not in command and ":***@" in command
