@@ -172,7 +172,9 @@ def test_a_kernel_that_cannot_compile_is_a_row_and_the_sweep_goes_on(ray_cluster
 
 
 @pytest.mark.postgres
-def test_a_url_password_reaches_no_output_and_no_stored_command(ray_cluster, tiny_spec, pg_target, capsys):
+def test_a_url_password_reaches_no_output_and_no_stored_command(
+    ray_cluster, tiny_spec, pg_target, capsys, monkeypatch
+):
     """`farm sweep` and `farm summary` on postgresql://user:secret@...: the password is masked in what
     they print, in error messages and in the command stored with the sweep (the test server trusts any
     password)."""
@@ -181,7 +183,9 @@ def test_a_url_password_reaches_no_output_and_no_stored_command(ray_cluster, tin
     from db.engine import make_engine
 
     url = make_url(pg_target).set(password="secret").render_as_string(hide_password=False)
-    assert farm(["sweep", "--spec", str(tiny_spec), "--db", url, "--no-progress"]) == 0
+    argv = ["sweep", "--spec", str(tiny_spec), "--db", url, "--no-progress"]
+    monkeypatch.setattr("sys.argv", ["farm", *argv])  # the command the sweep row records
+    assert farm(argv) == 0
     assert farm(["summary", "--db", url]) == 0
     bad = url.rsplit("/", 1)[0] + "/no_such_database"
     assert farm(["summary", "--db", bad]) == 2
