@@ -224,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--db", default="/tmp/bench.db", help="SQLite path (or a PostgreSQL URL)")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument(
+        "--summaries", action="store_true", help="also the db/summaries.py prototype: build, refresh, read"
+    )
     args = ap.parse_args(argv)
 
     engine = open_engine(args.db)
@@ -292,8 +295,56 @@ def main(argv: list[str] | None = None) -> int:
             n = len(out) if hasattr(out, "__len__") and not isinstance(out, dict) else 1
             flag = "" if median < 1 else "  <-- over 1 s"
             print(f"{name:40} {best:8.3f} {median:9.3f} {n:9,}{flag}")
+    if args.summaries:
+        bench_summaries(engine, gpu, dtype, args.reps)
     engine.dispose()
     return 0
+
+
+def bench_summaries(engine: Engine, gpu: str, dtype: str, reps: int) -> None:
+    """The prototype's backfill, a flush's refresh, and its reads, checked against the views."""
+    from db import summaries
+
+    with engine.begin() as conn:
+        summaries.create(conn)
+        t = time.perf_counter()
+        summaries.rebuild(conn)
+        print(f"summaries rebuilt in {time.perf_counter() - t:.1f} s")
+    with engine.begin() as conn:
+        (env_id,) = conn.execute(
+            text("SELECT environment_id FROM measurements ORDER BY id DESC LIMIT 1")
+        ).one()
+        shapes = {
+            tuple(r)
+            for r in conn.execute(
+                text("SELECT DISTINCT dtype, m, n, k FROM measurements WHERE environment_id = :e LIMIT 5"),
+                {"e": env_id},
+            )
+        }
+        best, median, _ = timed(lambda: summaries.refresh(conn, env_id, shapes), reps)
+        print(f"{'refresh (5 shapes, one flush)':40} {best:8.3f} {median:9.3f}")
+    pairs = [
+        ("best_configs", summaries.best_configs, queries.best_configs, ["m", "n", "k", "variant", "ms"]),
+        (
+            "splitk_speedup",
+            summaries.splitk_speedup,
+            queries.splitk_speedup,
+            ["m", "n", "k", "block_m", "block_n", "unsplit_ms", "split_ms"],
+        ),
+        ("vs_cublas", summaries.vs_cublas, queries.vs_cublas, ["m", "n", "k", "triton_ms", "cublas_ms"]),
+    ]
+    with engine.connect() as conn:
+        for name, fast, view, cols in pairs:
+            best, median, out = timed(lambda fast=fast: fast(conn, gpu_name=gpu, dtype=dtype), reps)
+            expected = view(conn, gpu_name=gpu, dtype=dtype)
+            same = (
+                out[cols]
+                .sort_values(cols)
+                .reset_index(drop=True)
+                .equals(expected[cols].sort_values(cols).reset_index(drop=True))
+            )
+            flag = "" if same else "  <-- differs from the view"
+            print(f"{name + ' (summaries)':40} {best:8.3f} {median:9.3f} {len(out):9,}{flag}")
 
 
 if __name__ == "__main__":
