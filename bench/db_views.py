@@ -301,6 +301,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def done_keys_of_sweep(conn, environment_ids, variants, dtypes, shapes) -> set[tuple]:
+    """PROTOTYPE of a resume that reads only its own sweep's groups: the point keys stored for these
+    variants, dtypes and shapes (an index range of uq_measurements_point each), so its cost grows
+    with the sweep, not with the database. db.queries.done_keys reads every key of the environments."""
+    from sqlalchemy import tuple_
+
+    t = Measurement.__table__
+    stmt = select(t.c.code_version, t.c.variant, t.c.dtype, t.c.m, t.c.n, t.c.k, t.c.config_key).where(
+        t.c.environment_id.in_(environment_ids),
+        t.c.variant.in_(variants),
+        t.c.dtype.in_(dtypes),
+        tuple_(t.c.m, t.c.n, t.c.k).in_(shapes),
+    )
+    return {tuple(row) for row in conn.execute(stmt)}
+
+
 def bench_summaries(engine: Engine, gpu: str, dtype: str, reps: int) -> None:
     """The prototype's backfill, a flush's refresh, and its reads, checked against the views."""
     from db import summaries
@@ -323,6 +339,24 @@ def bench_summaries(engine: Engine, gpu: str, dtype: str, reps: int) -> None:
         }
         best, median, _ = timed(lambda: summaries.refresh(conn, env_id, shapes), reps)
         print(f"{'refresh (5 shapes, one flush)':40} {best:8.3f} {median:9.3f}")
+    with engine.connect() as conn:
+        env_ids = [int(i) for i in queries.environments(conn).id]
+        shapes = [tuple(r) for r in conn.execute(text("SELECT DISTINCT m, n, k FROM measurements"))]
+        rng = random.Random(1)
+        for label, n_shapes, variants, dtypes in (
+            (
+                "splitk-preset-like: 12 shapes x 4 variants",
+                12,
+                ["grouped", "splitk", "splitk_det", "cublas"],
+                ["bfloat16"],
+            ),
+            ("full-preset-like: 130 shapes x 7 x 3 dtypes", 130, [*VARIANTS, "cublas"], list(DTYPES)),
+        ):
+            mine = rng.sample(shapes, n_shapes)
+            best, median, out = timed(
+                lambda v=variants, d=dtypes, s=mine: done_keys_of_sweep(conn, env_ids[:1], v, d, s), reps
+            )
+            print(f"{'done_keys of a ' + label:40} {best:8.3f} {median:9.3f} {len(out):9,}")
     pairs = [
         ("best_configs", summaries.best_configs, queries.best_configs, ["m", "n", "k", "variant", "ms"]),
         (
