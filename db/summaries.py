@@ -59,20 +59,28 @@ _KEY = "environment_id, dtype, m, n, k"
 _SHAPE_FILTER = "environment_id = :e AND dtype = :d AND m = :m AND n = :n AND k = :k"
 
 
-def _fill(table: str, group: str, select: str, where: str) -> str:
-    """INSERT the best ok row of each group of measurements matching `where`."""
+def _fill(table: str, group: str, exprs: str, where: str) -> str:
+    """INSERT the best ok row of each group of measurements matching `where`; `exprs` computes the
+    `group` columns (a window's PARTITION BY cannot name a column alias of its own SELECT)."""
     return (
         f"INSERT INTO {table} ({_KEY}, {group}, measurement_id, ms) "
-        f"SELECT {_KEY}, {group}, id, ms FROM (SELECT {_KEY}, {select}, id, ms, "
-        f"ROW_NUMBER() OVER (PARTITION BY {_KEY}, {group} ORDER BY ms, id) AS rn "
+        f"SELECT {_KEY}, {group}, id, ms FROM (SELECT {_KEY}, {_aliased(exprs, group)}, id, ms, "
+        f"ROW_NUMBER() OVER (PARTITION BY {_KEY}, {exprs} ORDER BY ms, id) AS rn "
         f"FROM measurements WHERE {where}) x WHERE rn = 1"
     )
 
 
-_SPLIT_SELECT = "block_m, block_n, CASE WHEN split_k > 1 THEN 1 ELSE 0 END AS is_split"
+def _aliased(exprs: str, names: str) -> str:
+    return ", ".join(f"{e} AS {n}" for e, n in zip(exprs.split(", "), names.split(", ")))
+
+
 _FILLS = {
     "shape_best": ("variant", "variant", _OK),
-    "split_best": ("block_m, block_n, is_split", _SPLIT_SELECT, f"{_OK} AND variant <> 'cublas'"),
+    "split_best": (
+        "block_m, block_n, is_split",
+        "block_m, block_n, CASE WHEN split_k > 1 THEN 1 ELSE 0 END",
+        f"{_OK} AND variant <> 'cublas'",
+    ),
 }
 
 
