@@ -317,6 +317,17 @@ def done_keys_of_sweep(conn, environment_ids, variants, dtypes, shapes) -> set[t
     return {tuple(row) for row in conn.execute(stmt)}
 
 
+def _same(a, b, cols: list[str]) -> bool:
+    """Equal rows in any order (the views read back nullable Int64 and arrow strings, the prototype not)."""
+    import pandas as pd
+
+    def plain(frame):
+        return frame[cols].apply(lambda c: c.astype(float if pd.api.types.is_numeric_dtype(c) else str))
+
+    a, b = (plain(f).sort_values(cols).reset_index(drop=True) for f in (a, b))
+    return a.equals(b)
+
+
 def bench_summaries(engine: Engine, gpu: str, dtype: str, reps: int) -> None:
     """The prototype's backfill, a flush's refresh, and its reads, checked against the views."""
     from db import summaries
@@ -371,12 +382,7 @@ def bench_summaries(engine: Engine, gpu: str, dtype: str, reps: int) -> None:
         for name, fast, view, cols in pairs:
             best, median, out = timed(lambda fast=fast: fast(conn, gpu_name=gpu, dtype=dtype), reps)
             expected = view(conn, gpu_name=gpu, dtype=dtype)
-            same = (
-                out[cols]
-                .sort_values(cols)
-                .reset_index(drop=True)
-                .equals(expected[cols].sort_values(cols).reset_index(drop=True))
-            )
+            same = _same(out, expected, cols)
             flag = "" if same else "  <-- differs from the view"
             print(f"{name + ' (summaries)':40} {best:8.3f} {median:9.3f} {len(out):9,}{flag}")
 
