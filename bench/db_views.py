@@ -224,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--db", default="/tmp/bench.db", help="SQLite path (or a PostgreSQL URL)")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument(
+        "--summaries", action="store_true", help="also the db/summaries.py prototype: build, refresh, read"
+    )
     args = ap.parse_args(argv)
 
     engine = open_engine(args.db)
@@ -292,8 +295,96 @@ def main(argv: list[str] | None = None) -> int:
             n = len(out) if hasattr(out, "__len__") and not isinstance(out, dict) else 1
             flag = "" if median < 1 else "  <-- over 1 s"
             print(f"{name:40} {best:8.3f} {median:9.3f} {n:9,}{flag}")
+    if args.summaries:
+        bench_summaries(engine, gpu, dtype, args.reps)
     engine.dispose()
     return 0
+
+
+def done_keys_of_sweep(conn, environment_ids, variants, dtypes, shapes) -> set[tuple]:
+    """PROTOTYPE of a resume that reads only its own sweep's groups: the point keys stored for these
+    variants, dtypes and shapes (an index range of uq_measurements_point each), so its cost grows
+    with the sweep, not with the database. db.queries.done_keys reads every key of the environments."""
+    from sqlalchemy import tuple_
+
+    t = Measurement.__table__
+    stmt = select(t.c.code_version, t.c.variant, t.c.dtype, t.c.m, t.c.n, t.c.k, t.c.config_key).where(
+        t.c.environment_id.in_(environment_ids),
+        t.c.variant.in_(variants),
+        t.c.dtype.in_(dtypes),
+        tuple_(t.c.m, t.c.n, t.c.k).in_(shapes),
+    )
+    return {tuple(row) for row in conn.execute(stmt)}
+
+
+def _same(a, b, cols: list[str]) -> bool:
+    """Equal rows in any order (the views read back nullable Int64 and arrow strings, the prototype not)."""
+    import pandas as pd
+
+    def plain(frame):
+        return frame[cols].apply(lambda c: c.astype(float if pd.api.types.is_numeric_dtype(c) else str))
+
+    a, b = (plain(f).sort_values(cols).reset_index(drop=True) for f in (a, b))
+    return a.equals(b)
+
+
+def bench_summaries(engine: Engine, gpu: str, dtype: str, reps: int) -> None:
+    """The prototype's backfill, a flush's refresh, and its reads, checked against the views."""
+    from db import summaries
+
+    with engine.begin() as conn:
+        summaries.create(conn)
+        t = time.perf_counter()
+        summaries.rebuild(conn)
+        print(f"summaries rebuilt in {time.perf_counter() - t:.1f} s")
+    with engine.begin() as conn:
+        (env_id,) = conn.execute(
+            text("SELECT environment_id FROM measurements ORDER BY id DESC LIMIT 1")
+        ).one()
+        shapes = {
+            tuple(r)
+            for r in conn.execute(
+                text("SELECT DISTINCT dtype, m, n, k FROM measurements WHERE environment_id = :e LIMIT 5"),
+                {"e": env_id},
+            )
+        }
+        best, median, _ = timed(lambda: summaries.refresh(conn, env_id, shapes), reps)
+        print(f"{'refresh (5 shapes, one flush)':40} {best:8.3f} {median:9.3f}")
+    with engine.connect() as conn:
+        env_ids = [int(i) for i in queries.environments(conn).id]
+        shapes = [tuple(r) for r in conn.execute(text("SELECT DISTINCT m, n, k FROM measurements"))]
+        rng = random.Random(1)
+        for label, n_shapes, variants, dtypes in (
+            (
+                "splitk-preset-like: 12 shapes x 4 variants",
+                12,
+                ["grouped", "splitk", "splitk_det", "cublas"],
+                ["bfloat16"],
+            ),
+            ("full-preset-like: 130 shapes x 7 x 3 dtypes", 130, [*VARIANTS, "cublas"], list(DTYPES)),
+        ):
+            mine = rng.sample(shapes, n_shapes)
+            best, median, out = timed(
+                lambda v=variants, d=dtypes, s=mine: done_keys_of_sweep(conn, env_ids[:1], v, d, s), reps
+            )
+            print(f"{'done_keys of a ' + label:40} {best:8.3f} {median:9.3f} {len(out):9,}")
+    pairs = [
+        ("best_configs", summaries.best_configs, queries.best_configs, ["m", "n", "k", "variant", "ms"]),
+        (
+            "splitk_speedup",
+            summaries.splitk_speedup,
+            queries.splitk_speedup,
+            ["m", "n", "k", "block_m", "block_n", "unsplit_ms", "split_ms"],
+        ),
+        ("vs_cublas", summaries.vs_cublas, queries.vs_cublas, ["m", "n", "k", "triton_ms", "cublas_ms"]),
+    ]
+    with engine.connect() as conn:
+        for name, fast, view, cols in pairs:
+            best, median, out = timed(lambda fast=fast: fast(conn, gpu_name=gpu, dtype=dtype), reps)
+            expected = view(conn, gpu_name=gpu, dtype=dtype)
+            same = _same(out, expected, cols)
+            flag = "" if same else "  <-- differs from the view"
+            print(f"{name + ' (summaries)':40} {best:8.3f} {median:9.3f} {len(out):9,}{flag}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
-"""Multi-GPU scaling on one host: the same sweep on 1, 2, 4 (8) GPUs.
+"""Multi-GPU scaling on one host: the same sweep on 1, 2, 4 (8) GPUs, each run a whole command.
 
-    python bench/scaling.py --preset splitk --gpus 1 2 4 8 --csv docs/bench/scaling.csv
+    python bench/scaling.py --preset splitk --gpus 1 2 4 8 --csv $OUT/scaling.csv
 
-Each run starts a fresh local Ray with N workers and sweeps into a fresh database. Reports
-points per minute of the sweep loop, efficiency = rate(N) / (N * rate(1)), the distinct GPU
-UUIDs in the rows (one actor per GPU), and the median |t_N / t_1 - 1| of the points both runs
-measured (results across GPUs equal within noise). NVLink multicast stays off.
+Each run is `python farm/sweep.py --workers N` in a fresh process, into a fresh database, from an
+empty Triton cache (a cache an earlier run filled made 2 GPUs look "1.5x efficient"). Columns:
+loop_s is the sweep loop (the sweep row's started_at to finished_at: workers up, every point
+stored), command_s the whole command (Python and Ray start-up included); efficiency is
+rate(N) / (N * rate(1)) of each. Also printed: the distinct GPU UUIDs in the rows (one actor per
+GPU) and the median |t_N / t_1 - 1| of the points both runs measured (equal within noise).
+NVLink multicast stays off.
 """
 
 from __future__ import annotations
@@ -15,18 +18,18 @@ import csv
 import os
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
+import time
+from datetime import datetime
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+COLUMNS = ["gpus", "points", "loop_s", "command_s", "loop_efficiency", "command_efficiency"]
+
 # Shared multi-GPU hosts: NVLink multicast can take their GPUs out of service (device KINDS.md).
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
-
-from farm.driver import SweepOptions, run_sweep
-from farm.spec import load_spec
-
-COLUMNS = ["gpus", "points", "wall_s", "points_per_min", "efficiency"]
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def _times(db: Path) -> dict[tuple, float]:
@@ -37,9 +40,32 @@ def _times(db: Path) -> dict[tuple, float]:
         return {tuple(r[:6]): r[6] for r in rows}
 
 
-def _uuids(db: Path) -> set[str]:
+def _sweep_row(db: Path) -> tuple[int, float, int]:
+    """(points stored, loop seconds, distinct GPU UUIDs) of the one sweep in db."""
     with sqlite3.connect(db) as conn:
-        return {u for (u,) in conn.execute("SELECT DISTINCT gpu_uuid FROM measurements")}
+        started, finished, n_ok, n_failed = conn.execute(
+            "SELECT started_at, finished_at, n_ok, n_failed FROM sweeps ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        (uuids,) = conn.execute("SELECT COUNT(DISTINCT gpu_uuid) FROM measurements").fetchone()
+    loop = datetime.fromisoformat(finished) - datetime.fromisoformat(started)
+    return n_ok + n_failed, loop.total_seconds(), uuids
+
+
+def run(source: list[str], gpus: int, folder: Path) -> dict:
+    db = folder / f"gpus{gpus}.db"
+    env = {
+        **os.environ,
+        **NO_MULTICAST,
+        "TRITON_CACHE_DIR": str(folder / f"triton-cache-{gpus}"),  # empty: every kernel compiled here
+        "PYTHONPATH": str(REPO),
+    }
+    command = [sys.executable, str(REPO / "farm" / "sweep.py"), *source, "--db", str(db)]
+    command += ["--workers", str(gpus), "--no-progress"]
+    start = time.monotonic()
+    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+    command_s = time.monotonic() - start
+    points, loop_s, uuids = _sweep_row(db)
+    return dict(gpus=gpus, points=points, loop_s=loop_s, command_s=command_s, uuids=uuids, db=db)
 
 
 def main() -> None:
@@ -50,46 +76,45 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--csv", default="docs/bench/scaling.csv")
     args = parser.parse_args()
-    spec = load_spec(path=args.spec) if args.spec else load_spec(preset=args.preset)
+    source_args = ["--spec", args.spec] if args.spec else ["--preset", args.preset]
     folder = Path(tempfile.mkdtemp(prefix="scaling-"))
-    rows, base_rate, base_times = [], None, None
+    rows, base, base_times = [], None, None
     for gpus in args.gpus:
-        db = folder / f"gpus{gpus}.db"
-        # A fresh Triton cache per run: otherwise a later run loads what an earlier one compiled
-        # (seen: 2 GPUs at "1.5x efficiency" after a 1-GPU run had filled the cache).
-        os.environ["TRITON_CACHE_DIR"] = str(folder / f"triton-cache-{gpus}")
-        result = run_sweep(spec, SweepOptions(db=str(db), workers=gpus, progress=False), f"scaling {gpus}")
-        if result.measured == 0 or result.status != "finished":
-            print(f"{gpus} GPUs: {result.status}, {result.measured} points; stopping")
+        try:
+            result = run(source_args, gpus, folder)
+        except subprocess.CalledProcessError as exc:
+            print(f"{gpus} GPUs: the sweep exited {exc.returncode}; stopping")
             break
-        rate = result.measured / result.seconds * 60
-        base_rate = base_rate or rate
-        times = _times(db)
+        base = base or result
+        times = _times(result["db"])
         base_times = base_times or times
         common = set(times) & set(base_times)
-        agreement = (
-            statistics.median(abs(times[k] / base_times[k] - 1) for k in common) if common else float("nan")
-        )
-        rows.append(
-            {
-                "gpus": gpus,
-                "points": result.measured,
-                "wall_s": round(result.seconds, 1),
-                "points_per_min": round(rate, 1),
-                "efficiency": round(rate / (gpus * base_rate), 3),
-            }
-        )
-        print(
-            f"{gpus} GPUs: {result.measured} points in {result.seconds:.1f} s = {rate:.0f}/min, "
-            f"efficiency {rows[-1]['efficiency']:.2f}, {len(_uuids(db))} GPU UUIDs, "
-            f"median |t/t1-1| {agreement:.2%}"
-        )
+        agreement = statistics.median(abs(times[k] / base_times[k] - 1) for k in common) if common else None
+        row = {
+            "gpus": gpus,
+            "points": result["points"],
+            "loop_s": round(result["loop_s"], 1),
+            "command_s": round(result["command_s"], 1),
+            # rate(N) / (N * rate(1)), rate = points / seconds
+            "loop_efficiency": round(
+                result["points"] * base["loop_s"] / (gpus * base["points"] * result["loop_s"]), 3
+            ),
+            "command_efficiency": round(
+                result["points"] * base["command_s"] / (gpus * base["points"] * result["command_s"]), 3
+            ),
+        }
+        rows.append(row)
+        note = f"median |t/t1-1| {agreement:.2%}" if agreement is not None else ""
+        print(f"{gpus} GPUs: {row}, {result['uuids']} GPU UUIDs {note}", flush=True)
     Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as fh:
         writer = csv.DictWriter(fh, COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {args.csv}")
+    print(" ".join(f"{c:>18s}" for c in COLUMNS))
+    for row in rows:
+        print(" ".join(f"{row[c]:>18}" for c in COLUMNS))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
 """From a validated spec to work: points, resume filtering, batches, and a time estimate.
 
-A batch is one (dtype, shape) with the configs of every variant for it: the worker builds the
-inputs and the fp64 reference once, and times the batch's points interleaved, so the best-config
-and split-K comparisons of a shape are made under the same clock conditions.
+A batch is one (dtype, shape, variant) with that variant's configs for it: the worker builds the
+inputs and the fp64 reference once, and times the batch's configs under the same clock
+conditions. Batches are dealt so that each kernel is compiled once per host, not once per GPU
+(see `make_batches`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import heapq
 import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -133,20 +136,98 @@ def pending(points: Sequence[Point], versions: dict[str, str], done: set[tuple])
     return [p for p in points if p.key(versions[p.variant]) not in done]
 
 
-def make_batches(points: Sequence[Point], seed: int, max_points: int = MAX_BATCH_POINTS) -> list[Batch]:
-    """Group points by (dtype, shape) in chunks; shuffle the batch order with the spec's seed.
+# Triton specializes a kernel's integer arguments on divisibility by 16 (and makes the value 1 a
+# constant), not on their values: triton 3.9 gives 16 -> i32 "D", 17 -> i32, 1 -> constexpr,
+# 2**31 + 16 -> i64 "D" (triton/backends/compiler.py, get_int_specialization). The launchers pass
+# M, N, K, the strides of contiguous operands (K, N and 1) and M * N (a split-K workspace's
+# stride), so a config compiled for one shape serves every shape whose sizes fall in the same
+# classes: the splitk preset's 12 shapes are all multiples of 16 and share 44 kernels.
+def int_class(value: int) -> str:
+    """The part of an integer argument that Triton compiles a kernel for."""
+    if value == 1:
+        return "1"
+    return ("D" if value % 16 == 0 else "") + ("i64" if value >= 2**31 else "")
 
-    Shapes in random order keep slow clock drift from lining up with the grid's order.
+
+def compile_key(point: Point) -> tuple | None:
+    """What Triton compiles this point's kernel for; None for a library baseline (nothing to compile).
+
+    An approximation for a plugin that passes other shape-derived integers: a wrong guess costs a
+    compile on a second GPU, never a wrong result."""
+    if _is_baseline(point.variant):
+        return None
+    classes = tuple(int_class(v) for v in (point.m, point.n, point.k, point.m * point.n))
+    return point.variant, point.dtype, point.config.key, classes
+
+
+@functools.cache
+def _is_baseline(variant: str) -> bool:
+    return get_variant(variant).baseline
+
+
+def make_batches(points: Sequence[Point], seed: int, max_points: int = MAX_BATCH_POINTS) -> list[Batch]:
+    """Group points by (dtype, shape, variant) in chunks of at most `max_points`, in dealing order.
+
+    The driver hands the queue out in order to the least busy worker, and every worker on a host
+    reads and fills the host's one Triton cache (the worker sets TRITON_CACHE_DIR). Measured on
+    2 x H200 (splitk preset): batches holding every variant of a shape made both workers compile
+    the same kernels side by side, 0.64 efficiency of the sweep loop. So the order is:
+
+    1. spread: batches that share no kernel with any batch before them, most kernels first: the
+       first batches dealt (one per worker, then each worker's second) compile different kernels
+       at once;
+    2. cover: then the batches that still bring kernels nobody compiled, most new kernels first;
+    3. reuse: the rest, whose kernels the host's cache holds by the time they run.
+
+    Ties go by a shuffle with the spec's seed: shapes in random order keep slow clock drift from
+    lining up with the grid's order.
     """
-    by_shape: dict[tuple, list[Point]] = {}
+    groups: dict[tuple, list[Point]] = {}
     for p in points:
-        by_shape.setdefault((p.dtype, p.m, p.n, p.k), []).append(p)
+        groups.setdefault((p.dtype, p.m, p.n, p.k, p.variant), []).append(p)
     batches = []
-    for (dtype, m, n, k), group in by_shape.items():
+    for (dtype, m, n, k, _), group in groups.items():
         for start in range(0, len(group), max_points):
             batches.append(Batch(dtype, m, n, k, group[start : start + max_points], seed=seed))
     random.Random(seed).shuffle(batches)
-    return batches
+    return deal_order(batches)
+
+
+def batch_kernels(batch: Batch) -> frozenset:
+    """The compile keys a batch needs."""
+    return frozenset(key for key in map(compile_key, batch.points) if key is not None)
+
+
+def deal_order(batches: Sequence[Batch]) -> list[Batch]:
+    """Spread, cover, reuse (see `make_batches`); stable for ties, so the caller's shuffle decides them."""
+    kernels = [batch_kernels(b) for b in batches]
+    dealt: set = set()
+    order: list[int] = []
+    left = set(range(len(batches)))
+    while True:  # spread
+        fresh = [i for i in sorted(left) if kernels[i] and kernels[i].isdisjoint(dealt)]
+        if not fresh:
+            break
+        pick = max(fresh, key=lambda i: len(kernels[i]))  # max keeps the first of equals
+        order.append(pick)
+        left.discard(pick)
+        dealt |= kernels[pick]
+    # cover: greedy set cover with lazily updated counts (a count only ever shrinks)
+    heap = [(-len(kernels[i] - dealt), i) for i in sorted(left)]
+    heapq.heapify(heap)
+    while heap:
+        negative, i = heapq.heappop(heap)
+        new = len(kernels[i] - dealt)
+        if new == 0:
+            continue
+        if new != -negative:
+            heapq.heappush(heap, (-new, i))
+            continue
+        order.append(i)
+        left.discard(i)
+        dealt |= kernels[i]
+    order += sorted(left)  # reuse
+    return [batches[i] for i in order]
 
 
 # Rates for the estimate, from the H200 runs in docs/perf-notes.md (splitk preset: 540 points in
@@ -160,7 +241,7 @@ EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S, EST_POINT_S = 0.45, 24, 70e-6, 0.035
 
 def estimate_gpu_seconds(points: Sequence[Point], compile_threads: int = 8) -> float:
     """GPU-seconds of one H100-class worker, start-up excluded."""
-    kernels = {(p.variant, p.dtype, p.config) for p in points}
+    kernels = {compile_key(p) for p in points} - {None}
     compile_s = len(kernels) * EST_COMPILE_S / compile_threads
     run_s = sum(
         EST_POINT_S + EST_LAUNCHES * (p.flops / (EST_TFLOPS[p.dtype] * 1e12) + EST_FLUSH_S) for p in points

@@ -16,6 +16,7 @@ import concurrent.futures
 import os
 import random
 import sys
+import tempfile
 import threading
 import traceback
 import zlib
@@ -68,6 +69,14 @@ def failure_status(exc: BaseException) -> str:
     return status_of(exc)
 
 
+def host_triton_cache() -> str:
+    """The Triton disk cache that every worker of this host and user shares: a kernel one worker
+    compiled, the others load (farm/plan.py deals batches so that they can). Triton's default,
+    ~/.triton/cache, may be one NFS home for many hosts; a local directory keeps its many small
+    writes off the network. A TRITON_CACHE_DIR set where the workers start wins."""
+    return os.path.join(tempfile.gettempdir(), f"farm-triton-cache-{os.getuid()}")
+
+
 def _error_text(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text[:ERROR_CHARS]
@@ -87,6 +96,7 @@ class GpuWorker:
         elif backend == Backend.CUDA and interpreted:
             raise RuntimeError("TRITON_INTERPRET=1 is set in a worker asked to run CUDA")
 
+        os.environ.setdefault("TRITON_CACHE_DIR", host_triton_cache())
         from farm import compile as compile_ahead
         from farm.gpu import Gpu
         from farm.plugins import install_sources
