@@ -16,17 +16,26 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-COLUMNS = ["gpus", "points", "loop_s", "command_s", "loop_efficiency", "command_efficiency"]
+COLUMNS = [
+    "gpus",
+    "points",
+    "loop_s",
+    "command_s",
+    "loop_efficiency",
+    "command_efficiency",
+    "first_point_s",  # the command's start to the first point's record (start-up, DESIGN: <= 8 s)
+]
 
 # Shared multi-GPU hosts: NVLink multicast can take their GPUs out of service (device KINDS.md).
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -40,15 +49,21 @@ def _times(db: Path) -> dict[tuple, float]:
         return {tuple(r[:6]): r[6] for r in rows}
 
 
-def _sweep_row(db: Path) -> tuple[int, float, int]:
-    """(points stored, loop seconds, distinct GPU UUIDs) of the one sweep in db."""
+def _sweep_row(db: Path) -> tuple[int, float, int, datetime]:
+    """(points stored, loop seconds, distinct GPU UUIDs, first record's time) of the one sweep in db."""
     with sqlite3.connect(db) as conn:
         started, finished, n_ok, n_failed = conn.execute(
             "SELECT started_at, finished_at, n_ok, n_failed FROM sweeps ORDER BY id DESC LIMIT 1"
         ).fetchone()
         (uuids,) = conn.execute("SELECT COUNT(DISTINCT gpu_uuid) FROM measurements").fetchone()
+        (first,) = conn.execute("SELECT MIN(created_at) FROM measurements").fetchone()
     loop = datetime.fromisoformat(finished) - datetime.fromisoformat(started)
-    return n_ok + n_failed, loop.total_seconds(), uuids
+    return n_ok + n_failed, loop.total_seconds(), uuids, _utc(first)
+
+
+def _utc(text: str) -> datetime:
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def run(source: list[str], gpus: int, folder: Path) -> dict:
@@ -61,11 +76,14 @@ def run(source: list[str], gpus: int, folder: Path) -> dict:
     }
     command = [sys.executable, str(REPO / "farm" / "sweep.py"), *source, "--db", str(db)]
     command += ["--workers", str(gpus), "--no-progress"]
-    start = time.monotonic()
+    start, wall_start = time.monotonic(), datetime.now(UTC)
     subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
     command_s = time.monotonic() - start
-    points, loop_s, uuids = _sweep_row(db)
-    return dict(gpus=gpus, points=points, loop_s=loop_s, command_s=command_s, uuids=uuids, db=db)
+    points, loop_s, uuids, first = _sweep_row(db)
+    first_point_s = (first - wall_start).total_seconds()
+    return dict(
+        gpus=gpus, points=points, loop_s=loop_s, command_s=command_s, uuids=uuids, db=db, first=first_point_s
+    )
 
 
 def main() -> None:
@@ -75,6 +93,7 @@ def main() -> None:
     source.add_argument("--spec", help="a spec file instead of a preset")
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--csv", default="docs/bench/scaling.csv")
+    parser.add_argument("--keep", metavar="DIR", help="copy each run's results database here")
     args = parser.parse_args()
     source_args = ["--spec", args.spec] if args.spec else ["--preset", args.preset]
     folder = Path(tempfile.mkdtemp(prefix="scaling-"))
@@ -102,7 +121,10 @@ def main() -> None:
             "command_efficiency": round(
                 result["points"] * base["command_s"] / (gpus * base["points"] * result["command_s"]), 3
             ),
+            "first_point_s": round(result["first"], 1),
         }
+        if args.keep:
+            shutil.copy(result["db"], Path(args.keep) / f"{Path(args.csv).stem}-gpus{gpus}.db")
         rows.append(row)
         note = f"median |t/t1-1| {agreement:.2%}" if agreement is not None else ""
         print(f"{gpus} GPUs: {row}, {result['uuids']} GPU UUIDs {note}", flush=True)
