@@ -72,7 +72,7 @@ def run(source: list[str], gpus: int, folder: Path) -> dict:
         **os.environ,
         **NO_MULTICAST,
         "TRITON_CACHE_DIR": str(folder / f"triton-cache-{gpus}"),  # empty: every kernel compiled here
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     command = [sys.executable, str(REPO / "farm" / "sweep.py"), *source, "--db", str(db)]
     command += ["--workers", str(gpus), "--no-progress"]
