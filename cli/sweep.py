@@ -92,7 +92,9 @@ def handle(args: argparse.Namespace) -> int:
         for path in args.plugin:
             load_plugin(path)
         points, pruned = expand(spec)
-        print_plan(spec, points, pruned, estimate_gpu_seconds(points, args.compile_threads))
+        print_plan(
+            spec, points, pruned, estimate_gpu_seconds(points, args.compile_threads, spec.timing.regime)
+        )
         return 0
     options = SweepOptions(
         db=args.db,

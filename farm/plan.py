@@ -237,13 +237,21 @@ def deal_order(batches: Sequence[Batch]) -> list[Batch]:
 # work per point (checking against fp64, rounds, records).
 EST_TFLOPS = {"float16": 400.0, "bfloat16": 400.0, "float32": 20.0}
 EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S, EST_POINT_S = 0.45, 24, 70e-6, 0.035
+# The steady regime (visit 15, bench/protocol_cost.py on an H200): 0.5 s per point below the power
+# limit (two passes, each a settling sub-block and a profiled block whose profiler session costs
+# about 150 ms), 2.0 s at it (0.4 s of settling or more per pass); kernels of 0.1 ms and longer,
+# run back to back, reach the limit (8192x8192x4096 at 0.8 ms did; 512x512x8192 at 21 us did not).
+EST_STEADY_POINT_S, EST_STEADY_LIMITED_S, EST_LIMITED_KERNEL_S = 0.5, 2.0, 1e-4
 
 
-def estimate_gpu_seconds(points: Sequence[Point], compile_threads: int = 8) -> float:
+def estimate_gpu_seconds(points: Sequence[Point], compile_threads: int = 8, regime: str = "steady") -> float:
     """GPU-seconds of one H100-class worker, start-up excluded."""
     kernels = {compile_key(p) for p in points} - {None}
     compile_s = len(kernels) * EST_COMPILE_S / compile_threads
-    run_s = sum(
-        EST_POINT_S + EST_LAUNCHES * (p.flops / (EST_TFLOPS[p.dtype] * 1e12) + EST_FLUSH_S) for p in points
-    )
+    run_s = 0.0
+    for p in points:
+        kernel_s = p.flops / (EST_TFLOPS[p.dtype] * 1e12)
+        run_s += EST_POINT_S + EST_LAUNCHES * (kernel_s + EST_FLUSH_S)
+        if regime == "steady":
+            run_s += EST_STEADY_LIMITED_S if kernel_s >= EST_LIMITED_KERNEL_S else EST_STEADY_POINT_S
     return compile_s + run_s

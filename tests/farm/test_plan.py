@@ -6,7 +6,16 @@ import pytest
 from triton.backends.compiler import BaseBackend
 from triton.runtime.jit import native_specialize_impl
 
-from farm.plan import batch_kernels, compile_key, expand, int_class, make_batches
+from farm.plan import (
+    EST_STEADY_LIMITED_S,
+    EST_STEADY_POINT_S,
+    batch_kernels,
+    compile_key,
+    estimate_gpu_seconds,
+    expand,
+    int_class,
+    make_batches,
+)
 from farm.spec import load_spec, parse_spec
 
 # Ragged sizes next to multiples of 16, in both widths Triton uses for integers.
@@ -105,3 +114,18 @@ def test_ties_follow_the_seed():
     order = {seed: [(b.points[0].variant, b.m, b.k) for b in make_batches(points, seed)] for seed in range(4)}
     assert order[0] == [(b.points[0].variant, b.m, b.k) for b in make_batches(points, 0)]
     assert len({tuple(o) for o in order.values()}) > 1
+
+
+def test_estimate_counts_the_steady_regimes_settling():
+    """Tiny shapes stay below the power limit: the steady regime adds EST_STEADY_POINT_S a point;
+    a kernel of 0.1 ms or more (8192^3 here) adds the settling of a power-limited point."""
+    small = _points()
+    big, _ = expand(
+        parse_spec(RAGGED.replace("  - {m: 48, n: 64, k: 96}\n", "  - {m: 8192, n: 8192, k: 8192}\n"), "b")
+    )
+    big = [p for p in big if p.shape == (8192, 8192, 8192)]
+    assert big and small
+    for points, extra in ((small, EST_STEADY_POINT_S), (big, EST_STEADY_LIMITED_S)):
+        steady = estimate_gpu_seconds(points, regime="steady")
+        interleaved = estimate_gpu_seconds(points, regime="interleaved")
+        assert steady - interleaved == pytest.approx(len(points) * extra)
