@@ -181,3 +181,60 @@ def failed_sweep_db(path: Path) -> Path:
         for i, status in enumerate(FAILED_STATUSES)
     ]
     return build(path, [Batch(H200, records, sweep="smoke", sweep_status="failed")])
+
+
+# ---- measurement fidelity: eager time and energy (revision 0002's columns), on an H200 in bfloat16 ----
+
+# Grouping (grouped 128x128x64 w8 s3 at 8192^3, operands 6.4x L2): group_m 8 saves 10% of the time and
+# 15% of the energy of group_m 1; group_m 4 has no energy reading (NVML without an energy counter).
+FIDELITY_GROUPING = {1: (1.0, 0.600), 4: (0.95, None), 8: (0.9, 0.600 * 0.85)}  # group_m -> (ms, J)
+# (group_m) -> (time gain, energy gain): 1 / 0.9 = 1.11 and 1 / 0.85 = 1.18.
+FIDELITY_GAINS = {4: (1 / 0.95, None), 8: (1 / 0.9, 1 / 0.85)}
+# Split-K on 256x256x65536, 128x128 blocks: split_k -> (kernel ms, stream ms, host ms, J per launch).
+# Kernel time: split 4 is fastest, 0.100 / 0.050 = 2.0. Eager time per call = max(stream, host):
+# unsplit 0.105 ms; split 4 waits on its host (0.080), split 8 on its stream (0.065): the eager caller's
+# best split is split 8, 0.105 / 0.065 = 1.62.
+FIDELITY_SPLITK = {
+    1: (0.100, 0.105, 0.020, 0.060),
+    4: (0.050, 0.070, 0.080, 0.034),
+    8: (0.060, 0.065, 0.060, 0.040),
+}
+FIDELITY_KERNEL_SPEEDUP = 0.100 / 0.050
+FIDELITY_EAGER_SPEEDUP = 0.105 / 0.065
+# Stored before revision 0002 (interleaved, stream_ms = ms, no host time, no energy): 1024^3 grouped.
+LEGACY = dict(host_ms=None, timing_regime="interleaved")
+
+
+def fidelity_db(path: Path) -> Path:
+    """The grouping and split-K cases above, steady regime, plus one grouped pair stored before revision
+    0002 on 1024^3 (interleaved, no host time, no energy)."""
+    grouped = [
+        record(
+            "grouped",
+            BIG_SQUARE,
+            env=H200,
+            ms=ms,
+            group_m=g,
+            avg_watts=None if joules is None else joules / ms * 1e3,
+        )
+        for g, (ms, joules) in FIDELITY_GROUPING.items()
+    ]
+    splitk = [
+        record(
+            "splitk",
+            SKINNY,
+            env=H200,
+            ms=ms,
+            split_k=s,
+            stream_ms=stream,
+            host_ms=host,
+            avg_watts=joules / ms * 1e3,
+            nondeterminism=SPLITK_NONDETERMINISM * (s > 1),
+        )
+        for s, (ms, stream, host, joules) in FIDELITY_SPLITK.items()
+    ]
+    legacy = [
+        record("grouped", SMALL_SQUARE, env=H200, ms=ms, group_m=g, **LEGACY)
+        for g, ms in ((1, 0.02), (8, 0.019))
+    ]
+    return build(path, [Batch(H200, grouped + splitk + legacy, sweep="fidelity")])
