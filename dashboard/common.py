@@ -203,21 +203,21 @@ REGIMES = {
     "where the limiter acts, ratios shrink (group_m 8 at 16384^3 on an H200: 1.01-1.05 against "
     "do_bench's 1.13-1.17)",
     "rest": "single launches, each after 1 s of idle GPU: boost clock, cold limiter",
-    "": "no regime recorded",
 }
 
 
 def regime_badge(**filters: Any) -> None:
     """A caption naming the timing regime of the rows a page shows (ok rows unless filters say a status);
     a warning when they mix regimes: a ratio across regimes compares two clock states, not two kernels."""
-    counts = query(queries.timing_regimes, **filters)
+    # Rows never timed (failures) name no regime: they neither make nor mix one.
+    counts = {regime: n for regime, n in query(queries.timing_regimes, **filters).items() if regime}
     if not counts:
         return
-    said = [f":blue-badge[{regime or 'unrecorded'}] {REGIMES.get(regime, regime)}" for regime in counts]
+    said = [f":blue-badge[{regime}] {REGIMES.get(regime, regime)}" for regime in counts]
     if len(counts) == 1:
         st.caption(f"Timing regime {said[0]}.")
         return
-    rows = ", ".join(f"{regime or 'unrecorded'} {n:,}" for regime, n in counts.items())
+    rows = ", ".join(f"{regime} {n:,}" for regime, n in counts.items())
     st.warning(
         f"These rows mix timing regimes ({rows} rows): a ratio between rows of two regimes compares two "
         "clock states as well as two kernels. Explorer: timing_regime.",

@@ -229,6 +229,9 @@ def test_explorer_filters_the_table_and_downloads_every_matching_row(dbs: dict[s
         at.multiselect(key="x_status").set_value(["wrong", "timeout"]).run()
         table = at.dataframe[0].value
         assert sorted(table.status) == ["timeout", "wrong"]
+        # The timeout row was never timed: it names no regime, so the wrong row's steady is all there is.
+        assert any("Timing regime :blue-badge[steady]" in c.value for c in at.caption)
+        assert not any("mix timing regimes" in w for w in texts(at, "warning"))
         at.slider(key="x_k").set_value((8193, 65536)).run()
         assert at.dataframe[0].value.k.tolist() == [65536]
 
@@ -383,6 +386,7 @@ def test_explorer_shows_stream_host_regime_and_energy(fidelity_db: Path) -> None
     assert (split4.avg_watts, split4.joules_per_launch) == pytest.approx((680.0, 34.0))  # W, mJ
     legacy = table[table.timing_regime == "interleaved"]
     assert len(legacy) == 2 and legacy.host_ms.isna().all() and legacy.joules_per_launch.isna().all()
+    assert any("mix timing regimes (steady 6, interleaved 2 rows)" in w for w in texts(at, "warning"))
     config = at.dataframe[0].proto.columns
     assert "%.4g mJ" in config and "%.0f W" in config and "%.4g ms" in config
 
