@@ -58,6 +58,8 @@ SMALL_SPLITK_BEST = {SKINNY: (16 / 132, 8, 4.0), MID: (64 / 132, 2, 1.5), SQUARE
 SKINNY_CURVE = {1: 1.0, 4: 0.160 / 0.050, 8: 0.160 / 0.040, 16: 0.160 / 0.042}
 # grouping (grouped 128x128x64 w8 s3): shape -> {group_m: ms}
 GROUPED_MS = {BIG_SQUARE: {1: 2.0, 4: 1.8, 8: 1.6}, SMALL_SQUARE: {1: 0.010, 8: 0.010}}
+# Energy on 8192^3 only (the GPU near its 700 W limit at every group_m): the energy gain is the time gain.
+GROUPED_WATTS = {BIG_SQUARE: 650.0}
 # (shape, group_m) -> (operand bytes / L2, speedup over group_m 1)
 SMALL_GROUPING = {
     (BIG_SQUARE, 4): (6.4, 2.0 / 1.8),
@@ -76,6 +78,12 @@ SMALL_COMPARE = {
     ("grouped", BIG_SQUARE, "bm128_bn128_bk64_gm8_sk1_w8_s3_ieee"): "same",
 }
 SPLITK_NONDETERMINISM = 2e-3  # the atomic split-K rows with split_k > 1
+# Host time of a split launcher call (zeros + kernel + cast), as the H200 host measured it (76 us,
+# docs/perf-notes.md); unsplit rows keep samples.record's 30 us. Eager time per call, max(stream, host):
+# SKINNY's splits all wait on the host, 0.076 ms (the first stored, split 4, is the pick), against the
+# 64x64 unsplit 0.160 ms; MID's split 2 (0.080 ms) and SQUARE's (0.3125 ms) outlast their host time.
+SPLIT_HOST_MS = 0.076
+SMALL_SPLITK_EAGER = {SKINNY: 0.160 / 0.076, MID: 0.120 / 0.080, SQUARE: 0.250 / 0.3125}
 A100_SPLITK = {(SKINNY, (128, 128)): {1: 0.5, 4: 0.25}}  # speedup 2.0 at 4 / 108 tiles per SM
 # How rows stored before revision 0002 read (the A100 pair here): interleaved, stream_ms = ms, no host
 # time, no energy.
@@ -92,7 +100,7 @@ def _splitk(env: EnvironmentInfo, table: dict, **kw) -> list[MeasurementRecord]:
             block=(*blocks, 64),
             split_k=s,
             nondeterminism=SPLITK_NONDETERMINISM * (s > 1),
-            **kw,
+            **({"host_ms": SPLIT_HOST_MS} if s > 1 else {}) | kw,
         )
         for (shape, blocks), times in table.items()
         for s, ms in times.items()
@@ -102,7 +110,7 @@ def _splitk(env: EnvironmentInfo, table: dict, **kw) -> list[MeasurementRecord]:
 def small_db(path: Path) -> Path:
     """H200 bfloat16 points for every page, one A100 pair, a wrong and two failed rows; two sweeps."""
     grouped = [
-        record("grouped", shape, env=H200, ms=ms, group_m=g)
+        record("grouped", shape, env=H200, ms=ms, group_m=g, avg_watts=GROUPED_WATTS.get(shape))
         for shape, times in GROUPED_MS.items()
         for g, ms in times.items()
     ]
@@ -123,6 +131,7 @@ def small_db(path: Path) -> Path:
             ms=0.042,
             split_k=16,
             nondeterminism=SPLITK_NONDETERMINISM,
+            host_ms=SPLIT_HOST_MS,
             code_version="v2",
         ),
         record("splitk", SQUARE, env=H200, ms=0.300, code_version="v2"),

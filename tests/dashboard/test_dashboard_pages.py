@@ -106,11 +106,17 @@ def test_splitk_plots_best_split_over_best_unsplit_per_shape_and_each_block_shap
         )
         assert layer(scatter, "one tile per SM", "rule").data.tiles_per_sm.tolist() == [1.0]
         assert layer(scatter, "speedup 1", "rule").data.speedup.tolist() == [1.0]
-        # The table lists the dots' numbers.
+        # The table lists the dots' numbers, and the diamonds' eager ones.
         table = at.dataframe[0].value
         assert_close(
             by_key(table, ["shape"], ["speedup"]), {label(s): v[2] for s, v in kit.SMALL_SPLITK_BEST.items()}
         )
+        assert_close(
+            by_key(table, ["shape"], ["eager_speedup"]),
+            {label(s): v for s, v in kit.SMALL_SPLITK_EAGER.items()},
+        )
+        eager = layer(scatter, "eager speedup per shape", "point").data
+        assert_close(by_key(eager, ["m", "n", "k"], ["eager_speedup"]), kit.SMALL_SPLITK_EAGER)
         # The companion curve opens on the shape with the largest speedup, and names it.
         assert at.selectbox(key="splitk_shape").value == label(kit.SKINNY)
         assert label(kit.SKINNY) in curve["spec"]["title"]["text"]
@@ -172,13 +178,18 @@ def test_grouping_plots_speedup_against_operands_over_l2_and_the_heatmap(dbs: di
     no_exception(at)
     scatter, heatmap = charts(at)
     dots = layer(scatter, "gain per config", "point")
+    time = dots.data[dots.data.measure == "time"]
     assert_close(
-        by_key(dots.data, ["m", "n", "k", "group_m"], ["operand_to_l2", "gain"]),
+        by_key(time, ["m", "n", "k", "group_m"], ["operand_to_l2", "gain"]),
         {(*s, g): v for (s, g), v in kit.SMALL_GROUPING.items()},
     )
-    # No row of the small database has energy: time alone, and the page says why.
-    assert set(dots.data.measure) == {"time"}
-    assert any("No grouped pair here has energy on both rows" in i for i in texts(at, "info"))
+    # Energy on 8192^3 only, at one power: its energy gains are its time gains.
+    energy = dots.data[dots.data.measure == "energy"]
+    assert_close(
+        by_key(energy, ["m", "n", "k", "group_m"], ["gain"]),
+        {(*s, g): v for (s, g), (_, v) in kit.SMALL_GROUPING.items() if s == kit.BIG_SQUARE},
+    )
+    assert any("Energy gain for 2 of 3 pairs" in c.value for c in at.caption)
     assert dots.encoding["x"]["scale"]["type"] == "log"
     assert layer(scatter, "L2 size", "rule").data.operand_to_l2.tolist() == [1.0]
     cells = layer(heatmap, "median speedup per cell", "rect")
@@ -411,6 +422,9 @@ def test_interpreter_charts_still_show_the_cpu_times(dbs: dict[str, Path]) -> No
     # Split 4 took twice the splitk unsplit time; the best unsplit time is grouped GROUP_SIZE_M 2's 0.95x.
     assert by_key(every, ["m", "n", "k"], ["speedup"]) == {s: pytest.approx(0.475) for s in kit.SMOKE_SHAPES}
     assert at.selectbox(key="gpu").options == [f"{kit.INTERPRETER.gpu_name} (CPU times, not GPU timings)"]
+    grouping = render(dbs["interpreter"], "grouping")  # no energy counter on a CPU
+    assert any("No grouped pair here has energy on both rows" in i for i in texts(grouping, "info"))
+    assert set(layer(charts(grouping)[0], "gain per config", "point").data.measure) == {"time"}
     cublas = render(dbs["interpreter"], "cublas")
     assert any("No peak TFLOP/s" in i for i in texts(cublas, "info"))
     assert not any(ly.description == "roofs" for ly in charts(cublas)[1]["layers"])
