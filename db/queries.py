@@ -613,7 +613,7 @@ def grouping_gain(
             .over(partition_by=[*(r.c[c] for c in _GAIN_KEY), r.c.group_m], order_by=(r.c.ms, r.c.id))
             .label("rn"),
         )
-        .where(*scope, r.c.ms.is_not(None), r.c.variant.in_(grouped.scalar_subquery()))
+        .where(*scope, r.c.ms.is_not(None), r.c.variant.in_(grouped))
         .subquery()
     )
     cols = [c for c in ranked.c if c.name != "rn"]
@@ -648,14 +648,14 @@ def splitk_eager(
     host time are left out, so shapes measured before revision 0002 have no row.
     """
     r = view("results")
-    eager = eager_ms(r).label("eager_ms")
+    eager = eager_ms(r)  # the expression itself in OVER and WHERE: PostgreSQL sees no select-list alias there
     kind = case((r.c.split_k > 1, "split"), else_="unsplit").label("kind")
     ranked = (
         select(
             *(r.c[c] for c in _SHAPE_ORDER),
             kind,
             *(r.c[c] for c in _EAGER_COLUMNS if c != "eager_ms"),
-            eager,
+            eager.label("eager_ms"),
             func.row_number()
             .over(partition_by=[*(r.c[c] for c in _SHAPE_ORDER), kind], order_by=(eager, r.c.id))
             .label("rn"),

@@ -206,3 +206,19 @@ def test_timing_regimes_count_the_rows_a_filter_selects(fidelity_db: Path, dbs: 
 )
 def test_readable_units(value, fmt, text: str) -> None:
     assert fmt(value) == text
+
+
+@pytest.mark.postgres
+def test_fidelity_queries_give_the_same_numbers_on_postgresql(pg_target: str, fidelity_db: Path) -> None:
+    kit.fidelity_db(pg_target)
+    for fn in (queries.grouping_gain, queries.splitk_eager):
+        got, want = on(pg_target, fn, **H200_BF16), on(fidelity_db, fn, **H200_BF16)
+        pd.testing.assert_frame_equal(
+            got.drop(columns=["id", "id_group1"], errors="ignore"),
+            want.drop(columns=["id", "id_group1"], errors="ignore"),
+            check_dtype=False,
+        )
+    assert on(pg_target, queries.timing_regimes, **H200_BF16) == {"steady": 6, "interleaved": 2}
+    ids = on(pg_target, queries.results, **H200_BF16).id.tolist()
+    details = on(pg_target, queries.measurement_details, ids=ids)
+    assert details.eager_ms.notna().sum() == 6  # the two pre-0002 rows have no host time
