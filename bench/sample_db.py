@@ -68,6 +68,10 @@ INTERPRETER = dataclasses.replace(
     peak_gbps=0.0,
 )
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+# Host time of one launcher call: the H200 host's split-K launcher (zeros + kernel + cast) took 76 us
+# (docs/perf-notes.md), a one-kernel launcher less; 30 us is a sample value between.
+HOST_MS = 0.030
+POWER_LIMIT_W = 700.0  # the H200's enforced limit as NVML read it
 
 
 def record(
@@ -86,11 +90,15 @@ def record(
     status: str = "ok",
     rel_err: float = 1e-3,
     code_version: str = "c0ffee",
+    avg_watts: float | None = None,
     **fields,
 ) -> MeasurementRecord:
     """One measurement of `variant` on `shape` in `env` (cuBLAS: no tile grid), p20-p80 at +-2% of ms.
 
-    Any MeasurementRecord field can be given in `fields` (nondeterminism, throttled, created_at, ...).
+    Times as revision 0002 stores them: stream_ms = ms (no idle gap between kernels), host_ms
+    HOST_MS (the interpreter: all three one wall time), regime steady. Energy only where avg_watts
+    is given: joules_per_launch = avg_watts x ms, as farm.measure charges it, under a 700 W limit.
+    Any MeasurementRecord field can be given in `fields` (nondeterminism, throttled, stream_ms, ...).
     """
     m, n, k = shape
     library = variant == "cublas"
@@ -109,10 +117,18 @@ def record(
     )
     tiles = None if library else -(-m // bm) * -(-n // bn)
     timed = ms is not None
+    interpreted = env.backend == Backend.INTERPRETER
+    metered = timed and avg_watts is not None
     values = dict(
         ms_p20=ms * 0.98 if timed else None,
         ms_p80=ms * 1.02 if timed else None,
         reps=50 if timed else None,
+        stream_ms=ms,
+        host_ms=(ms if interpreted else HOST_MS) if timed else None,
+        timing_regime="steady" if timed else "",
+        avg_watts=avg_watts if metered else None,
+        joules_per_launch=avg_watts * ms / 1e3 if metered else None,
+        power_limit_w=POWER_LIMIT_W if metered else None,
         tflops=2 * m * n * k / (ms * 1e-3) / 1e12 if timed else None,
         rel_err=rel_err if timed else None,
         tiles=tiles,
@@ -327,6 +343,8 @@ def _big_point(env, variant, dtype, shape, cfg, rng: random.Random) -> Measureme
         status=status,
         rel_err=rel_err,
         nondeterminism=rng.uniform(1e-4, 4e-3) if atomic else None,
+        # Near the limit where the kernel is long enough to heat the GPU (an H200 drew 684-692 W at 16384^3).
+        avg_watts=min(POWER_LIMIT_W * 0.98, 250 + 40 * math.log2(1 + ms / 0.01)) if ms else None,
     )
 
 
@@ -336,7 +354,17 @@ def _retimed(rec: MeasurementRecord, factor: float, worker: str) -> MeasurementR
         return dataclasses.replace(rec, worker=worker)
     ms = rec.ms * factor
     tflops = 2 * rec.m * rec.n * rec.k / (ms * 1e-3) / 1e12
-    return dataclasses.replace(rec, ms=ms, ms_p20=ms * 0.98, ms_p80=ms * 1.02, tflops=tflops, worker=worker)
+    joules = rec.joules_per_launch * factor if rec.joules_per_launch is not None else None
+    return dataclasses.replace(
+        rec,
+        ms=ms,
+        ms_p20=ms * 0.98,
+        ms_p80=ms * 1.02,
+        stream_ms=ms,
+        tflops=tflops,
+        joules_per_launch=joules,
+        worker=worker,
+    )
 
 
 def big_batches(n_rows: int, seed: int = 0) -> list[Batch]:

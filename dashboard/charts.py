@@ -115,6 +115,22 @@ GPU_STATE_TIPS = [
 ]
 
 
+def fidelity_tips(prefix: str = "", who: str = "") -> list[alt.Tooltip]:
+    """Revision 0002's columns of a row as tooltips, from frames.with_readable's text columns."""
+    at = f"{who} " if who else ""
+    return [
+        alt.Tooltip(f"{prefix}stream_time:N", title=f"{at}stream time"),
+        alt.Tooltip(f"{prefix}host_time:N", title=f"{at}host time"),
+        alt.Tooltip(f"{prefix}energy:N", title=f"{at}energy / launch"),
+        alt.Tooltip(f"{prefix}power:N", title=f"{at}power"),
+        alt.Tooltip(f"{prefix}timing_regime:N", title=f"{at}regime"),
+    ]
+
+
+def _fidelity_columns(prefix: str = "") -> str:
+    return " ".join(f"{prefix}{c}" for c in ("stream_time", "host_time", "energy", "power", "timing_regime"))
+
+
 # ---- split-K ----
 
 
@@ -125,13 +141,20 @@ def splitk_scatter(table: pd.DataFrame, blocks: pd.DataFrame, note: str = "") ->
     pts = _only(
         table[(table.tiles_per_sm > 0) & (table.speedup > 0)],
         "shape m n k tiles_per_sm speedup speedup_lo speedup_hi verdict unsplit_ms unsplit_config "
-        "split_ms split_config split_split_k unsplit_sm_clock_mhz throttled",
+        "split_ms split_config split_split_k unsplit_sm_clock_mhz throttled eager_speedup "
+        "unsplit_eager_config split_eager_config "
+        + _fidelity_columns("unsplit_")
+        + " "
+        + _fidelity_columns("split_"),
     )
     light = _only(
         blocks[(blocks.tiles_per_sm > 0) & (blocks.speedup > 0)],
         "shape m n k block_m block_n tiles_per_sm best_split_k config speedup unsplit_ms split_ms",
     )
-    yscale, yaxis = ratio_scale(pd.concat([pts.speedup_lo, pts.speedup_hi, light.speedup]))
+    eager = pts[pts.eager_speedup > 0]
+    yscale, yaxis = ratio_scale(
+        pd.concat([pts.speedup_lo, pts.speedup_hi, light.speedup, eager.eager_speedup])
+    )
     x = alt.X(
         "tiles_per_sm:Q",
         scale=data_log_scale(pd.concat([pts.tiles_per_sm, light.tiles_per_sm, pd.Series([1.0])])),
@@ -179,16 +202,40 @@ def splitk_scatter(table: pd.DataFrame, blocks: pd.DataFrame, note: str = "") ->
             alt.Tooltip("tiles_per_sm:Q", title="tiles / SM", format=".3g"),
             alt.Tooltip("unsplit_sm_clock_mhz:Q", title="SM clock (MHz)", format=","),
             alt.Tooltip("throttled:N"),
+            alt.Tooltip("eager_speedup:Q", format=".3f", title="eager speedup"),
+            *fidelity_tips("unsplit_", "unsplit"),
+            *fidelity_tips("split_", "split"),
         ],
+    )
+    # The eager caller's speedup beside each kernel-time dot: hollow diamonds at the same tiles per SM.
+    eager_dots = (
+        alt.Chart(eager, description="eager speedup per shape")
+        .mark_point(shape="diamond", filled=False, size=110, strokeWidth=2, opacity=1)
+        .encode(
+            x=x,
+            y=alt.Y("eager_speedup:Q", scale=yscale, axis=yaxis),
+            color=colour,
+            tooltip=[
+                alt.Tooltip("shape:N"),
+                alt.Tooltip("eager_speedup:Q", format=".3f", title="eager speedup"),
+                alt.Tooltip("speedup:Q", format=".3f", title="kernel-time speedup"),
+                alt.Tooltip("unsplit_eager_config:N", title="eager: best unsplit"),
+                alt.Tooltip("split_eager_config:N", title="eager: best split"),
+            ],
+        )
     )
     return alt.layer(
         _noise_band("speedup"),
         per_block,
         bars,
         best,
+        *([eager_dots] if len(eager) else []),
         _rule("x", "tiles_per_sm", 1.0, "1 tile / SM", "one tile per SM"),
         _rule("y", "speedup", 1.0, "speedup 1", "speedup 1"),
-    ).properties(title=_title("When split-K pays: fewer output tiles than SMs", note), height=420)
+    ).properties(
+        title=_title("When split-K pays: fewer output tiles than SMs (diamonds: eager time per call)", note),
+        height=420,
+    )
 
 
 def splitk_curve(curve: pd.DataFrame, shape: str, streamk_speedup: float, note: str = "") -> alt.LayerChart:
@@ -231,40 +278,57 @@ def splitk_curve(curve: pd.DataFrame, shape: str, streamk_speedup: float, note: 
 # ---- grouping / L2 ----
 
 
-def grouping_scatter(points: pd.DataFrame, note: str = "") -> alt.LayerChart:
-    """Speedup of GROUP_SIZE_M > 1 over 1 (same config) against operand bytes / L2; a rule at L2."""
+def grouping_gains(gains: pd.DataFrame, note: str = "") -> alt.LayerChart:
+    """Gain of GROUP_SIZE_M > 1 over 1 (same config) in time and in energy (frames.grouping_gains' long
+    form: dots for time, triangles for energy) against operand bytes / L2; a rule at L2."""
     pts = _only(
-        points[(points.operand_to_l2 > 0) & points.speedup.notna()],
-        "shape m n k config block_m block_n block_k num_warps group_m speedup operand_to_l2 ms ms_group1",
+        gains[(gains.operand_to_l2 > 0) & gains.gain.notna()],
+        "shape m n k config block_m block_n block_k num_warps group_m measure gain time_gain energy_gain "
+        "operand_to_l2 kernel_time kernel_time_group1 energy energy_group1 timing_regime",
     )
     tips = [
         "shape:N",
         "config:N",
         alt.Tooltip("group_m:Q", title="GROUP_SIZE_M"),
-        alt.Tooltip("speedup:Q", format=".3f"),
+        alt.Tooltip("measure:N"),
+        alt.Tooltip("time_gain:Q", format=".3f", title="time gain"),
+        alt.Tooltip("energy_gain:Q", format=".3f", title="energy gain"),
         alt.Tooltip("operand_to_l2:Q", title="operands / L2", format=".3g"),
-        alt.Tooltip("ms:Q", format=".4g"),
-        alt.Tooltip("ms_group1:Q", title="ms, GROUP_SIZE_M 1", format=".4g"),
+        alt.Tooltip("kernel_time:N", title="kernel time"),
+        alt.Tooltip("kernel_time_group1:N", title="kernel time, GROUP_SIZE_M 1"),
+        alt.Tooltip("energy:N", title="energy / launch"),
+        alt.Tooltip("energy_group1:N", title="energy / launch, GROUP_SIZE_M 1"),
+        alt.Tooltip("timing_regime:N", title="regime"),
     ]
-    yscale, yaxis = ratio_scale(pts.speedup, log=False)
+    yscale, yaxis = ratio_scale(pts.gain, log=False)
     dots = (
-        alt.Chart(pts, description="speedup per config")
-        .mark_circle(size=40, opacity=0.5)
+        alt.Chart(pts, description="gain per config")
+        .mark_point(filled=True, size=60, opacity=0.6)
         .encode(
             x=alt.X("operand_to_l2:Q", scale=LOG, title="operand bytes (A + B + C) / L2 size"),
-            y=alt.Y("speedup:Q", scale=yscale, axis=yaxis, title="speedup over GROUP_SIZE_M = 1"),
+            y=alt.Y(
+                "gain:Q", scale=yscale, axis=yaxis, title="gain over GROUP_SIZE_M = 1 (value at 1 / value)"
+            ),
             color=alt.Color(
                 "group_m:O", title="GROUP_SIZE_M", scale=colour_scale(pts.group_m.nunique()), legend=LEGEND
+            ),
+            shape=alt.Shape(
+                "measure:N",
+                title="measure",
+                scale=alt.Scale(domain=list(frames.GAIN_MEASURES), range=["circle", "triangle-up"]),
+                legend=LEGEND,
             ),
             tooltip=tips,
         )
     )
     return alt.layer(
-        _noise_band("speedup"),
+        _noise_band("gain"),
         dots,
         _rule("x", "operand_to_l2", 1.0, "operands = L2", "L2 size"),
-        _rule("y", "speedup", 1.0, "speedup 1", "speedup 1"),
-    ).properties(title=_title("Grouped program order as the operands outgrow L2", note), height=400)
+        _rule("y", "gain", 1.0, "gain 1", "gain 1"),
+    ).properties(
+        title=_title("Grouped program order as the operands outgrow L2: time and energy", note), height=400
+    )
 
 
 def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
@@ -397,7 +461,8 @@ def shape_configs(configs: pd.DataFrame, shape: str, note: str = "") -> alt.Laye
     grey band is run-to-run noise."""
     data = _only(
         configs.head(SHAPE_CHART_CONFIGS),
-        "config variant ms ms_p20 ms_p80 vs_best rel_lo rel_hi tflops pct_peak sm_clock_mhz throttled",
+        "config variant ms ms_p20 ms_p80 vs_best rel_lo rel_hi tflops pct_peak sm_clock_mhz throttled "
+        + _fidelity_columns(),
     )
     order = data.config.tolist()
     xscale, xaxis = ratio_scale(pd.concat([data.rel_lo, data.rel_hi]), log=False)
@@ -426,6 +491,7 @@ def shape_configs(configs: pd.DataFrame, shape: str, note: str = "") -> alt.Laye
             alt.Tooltip("tflops:Q", format=".1f", title="TFLOP/s"),
             alt.Tooltip("pct_peak:Q", format=".1f", title="% of peak"),
             *GPU_STATE_TIPS,
+            *fidelity_tips(),
         ],
     )
     return alt.layer(band, bars, dots).properties(

@@ -193,3 +193,34 @@ def throttle_badge(**filters: Any) -> None:
             f"reported a throttle reason{clock}. Their times may be slow; Explorer: throttle_reasons.",
             icon=":material/speed:",
         )
+
+
+# What each timing regime means for the numbers a page shows (farm.measure; README "What a measurement is").
+REGIMES = {
+    "steady": "each config in its own steady state under the power limit, as do_bench and Triton's "
+    "autotuner see it",
+    "interleaved": "every config of a shape launched once per round, sharing one power-limiter state: "
+    "where the limiter acts, ratios shrink (group_m 8 at 16384^3 on an H200: 1.01-1.05 against "
+    "do_bench's 1.13-1.17)",
+    "rest": "single launches, each after 1 s of idle GPU: boost clock, cold limiter",
+}
+
+
+def regime_badge(**filters: Any) -> None:
+    """A caption naming the timing regime of the rows a page shows (ok rows unless filters say a status);
+    a warning when they mix regimes: a ratio across regimes compares two clock states, not two kernels."""
+    # Rows never timed (failures) name no regime: they neither make nor mix one.
+    counts = {regime: n for regime, n in query(queries.timing_regimes, **filters).items() if regime}
+    if not counts:
+        return
+    said = [f":blue-badge[{regime}] {REGIMES.get(regime, regime)}" for regime in counts]
+    if len(counts) == 1:
+        st.caption(f"Timing regime {said[0]}.")
+        return
+    rows = ", ".join(f"{regime} {n:,}" for regime, n in counts.items())
+    st.warning(
+        f"These rows mix timing regimes ({rows} rows): a ratio between rows of two regimes compares two "
+        "clock states as well as two kernels. Explorer: timing_regime.",
+        icon=":material/timer:",
+    )
+    st.caption(" · ".join(said))

@@ -55,13 +55,82 @@ def verdict(ratio: pd.Series, lo: pd.Series, hi: pd.Series, win: str, lose: str)
     ]
 
 
+# ---- readable units (tooltips: one number, the unit chosen to fit it) ----
+
+
+def readable_time(ms: float) -> str:
+    """Milliseconds as "12.5 us", "1.23 ms" or "2.5 s"; "" where unknown."""
+    if ms is None or pd.isna(ms):
+        return ""
+    if ms < 1:
+        return f"{ms * 1e3:.3g} us"
+    return f"{ms:.3g} ms" if ms < 1e3 else f"{ms / 1e3:.3g} s"
+
+
+def readable_energy(joules: float) -> str:
+    """Joules as "34 mJ" or "1.2 J"; "" where unknown (no energy reading)."""
+    if joules is None or pd.isna(joules):
+        return ""
+    return f"{joules * 1e3:.3g} mJ" if joules < 1 else f"{joules:.3g} J"
+
+
+def readable_watts(watts: float) -> str:
+    return "" if watts is None or pd.isna(watts) else f"{watts:.0f} W"
+
+
+# (column, its text column, formatter): the measurement columns of revision 0002 as tooltips show them.
+READABLE = (
+    ("ms", "kernel_time", readable_time),
+    ("stream_ms", "stream_time", readable_time),
+    ("host_ms", "host_time", readable_time),
+    ("eager_ms", "eager_time", readable_time),
+    ("joules_per_launch", "energy", readable_energy),
+    ("avg_watts", "power", readable_watts),
+)
+
+
+def with_readable(df: pd.DataFrame, prefix: str = "") -> pd.DataFrame:
+    """A copy with text columns (PREFIX + kernel_time, stream_time, host_time, eager_time, energy, power)
+    for those of PREFIX + ms, stream_ms, ... that df has."""
+    out = df.copy()
+    for col, text, fmt in READABLE:
+        if prefix + col in out:
+            out[prefix + text] = [fmt(v) for v in out[prefix + col]]
+    return out
+
+
 # ---- split-K ----
 
 
-def splitk_table(best: pd.DataFrame) -> pd.DataFrame:
+def splitk_table(
+    best: pd.DataFrame, eager: pd.DataFrame | None = None, details: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """db.queries.splitk_best's rows with a shape label, the configs in words, the p20-p80 range of the
-    speedup and a verdict (split wins / split loses / within noise)."""
+    speedup and a verdict (split wins / split loses / within noise).
+
+    With `eager` (db.queries.splitk_eager): eager_speedup and the eager caller's configs
+    (unsplit_eager_config, split_eager_config; NaN where the shape has no host time). With `details`
+    (db.queries.measurement_details of the unsplit and split ids): each side's stream_ms, host_ms,
+    joules_per_launch, avg_watts, timing_regime as unsplit_... and split_..., and their readable texts.
+    """
     df = with_shape(best)
+    if eager is not None:
+        df = df.merge(eager, on=["gpu_name", "dtype", *SHAPE], how="left")
+        for side in ("unsplit", "split"):
+            df[f"{side}_eager_config"] = [
+                "" if pd.isna(v) else f"{v} {c}"
+                for v, c in zip(df[f"{side}_eager_variant"], df[f"{side}_eager_config_key"])
+            ]
+    else:
+        df["eager_speedup"] = np.nan
+        df["unsplit_eager_config"] = df["split_eager_config"] = ""
+    for side in ("unsplit", "split"):
+        if details is not None:
+            side_details = details.drop(columns="eager_ms", errors="ignore").add_prefix(f"{side}_")
+            df = with_readable(df.merge(side_details, on=f"{side}_id", how="left"), f"{side}_")
+        # Every text column a tooltip names, "" where unknown.
+        for text in ("stream_time", "host_time", "energy", "power", "timing_regime"):
+            df[f"{side}_{text}"] = df.get(f"{side}_{text}", pd.Series("", index=df.index)).fillna("")
     df["unsplit_config"] = _blocks(df, "unsplit_")
     df["split_config"] = _blocks(df, "split_")
     df["streamk_config"] = _blocks(df, "streamk_")
@@ -98,11 +167,33 @@ def splitk_curve_band(curve: pd.DataFrame) -> pd.DataFrame:
 def grouping_points(effect: pd.DataFrame) -> pd.DataFrame:
     """grouping_effect with shape and config labels (one row per config and group_m > 1)."""
     df = with_shape(effect)
-    df["config"] = [
+    df["config"] = _config_label(df)
+    return df
+
+
+def _config_label(df: pd.DataFrame) -> list[str]:
+    return [
         f"{r.variant} {r.block_m}x{r.block_n}x{r.block_k} w{r.num_warps} s{r.num_stages}"
         for r in df.itertuples()
     ]
-    return df
+
+
+GAIN_MEASURES = ("time", "energy")
+
+
+def grouping_gains(gain: pd.DataFrame) -> pd.DataFrame:
+    """db.queries.grouping_gain in long form: one row per config, group_m > 1 and measure ("time": ms at
+    group_m 1 / ms; "energy": joules at group_m 1 / joules, only where both rows have energy) with its
+    `gain`, shape and config labels, and the two rows' times and energies as readable text."""
+    df = with_shape(gain)
+    df["config"] = _config_label(df)
+    df["kernel_time"] = [readable_time(v) for v in df.ms]
+    df["kernel_time_group1"] = [readable_time(v) for v in df.ms_group1]
+    df["energy"] = [readable_energy(v) for v in df.joules_per_launch]
+    df["energy_group1"] = [readable_energy(v) for v in df.joules_group1]
+    time = df.assign(measure="time", gain=df.time_gain)
+    energy = df[df.energy_gain.notna()].assign(measure="energy", gain=lambda d: d.energy_gain)
+    return pd.concat([time, energy], ignore_index=True)
 
 
 def size_bin(operand_to_l2: pd.Series) -> pd.Series:
@@ -216,7 +307,7 @@ def shape_configs(rows: pd.DataFrame, peak_tflops: float) -> pd.DataFrame:
     df["pct_peak"] = 100 * df.tflops / peak_tflops if peak_tflops > 0 else np.nan
     # Ranked: the same config measured by two code versions is two rows.
     df["config"] = [f"{i + 1}. {v} {c}" for i, (v, c) in enumerate(zip(df.variant, df.config_key))]
-    return df
+    return with_readable(df)
 
 
 def best_per_variant(configs: pd.DataFrame) -> pd.DataFrame:

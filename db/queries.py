@@ -551,3 +551,135 @@ def default_comparison(conn: Connection) -> tuple[int, int] | None:
         if older:
             return older[0], b
     return ids[1], ids[0]
+
+
+# ---- measurement fidelity: eager time, energy, timing regimes (revision 0002's columns) ----
+
+
+# What a caller without CUDA graphs waits for per call: the host issuing the launcher's kernels or the
+# GPU running them (idle gaps included), whichever is longer. NULL unless both were measured: rows
+# from before revision 0002 have no host time (docs/database.md, "Eager time").
+def eager_ms(v: TableClause) -> ColumnElement[float]:
+    return case(
+        (v.c.stream_ms.is_(None) | v.c.host_ms.is_(None), None),
+        (v.c.host_ms > v.c.stream_ms, v.c.host_ms),
+        else_=v.c.stream_ms,
+    )
+
+
+DETAIL_COLUMNS = ("stream_ms", "host_ms", "timing_regime", "avg_watts", "joules_per_launch", "power_limit_w")
+
+
+def measurement_details(conn: Connection, *, ids: Sequence[int]) -> pd.DataFrame:
+    """Per measurement id: stream_ms, host_ms, eager_ms, timing_regime, avg_watts, joules_per_launch,
+    power_limit_w (for pages whose rows come from a query that picks winners by id)."""
+    r = view("results")
+    wanted = sorted({int(i) for i in ids if pd.notna(i)})
+    stmt = select(r.c.id, *(r.c[c] for c in DETAIL_COLUMNS), eager_ms(r).label("eager_ms"))
+    df = frame(conn, stmt.where(r.c.id.in_(wanted)).order_by(r.c.id))
+    df["eager_ms"] = pd.to_numeric(df.eager_ms).astype("float64")
+    return df
+
+
+_GAIN_KEY = (*_SHAPE_ORDER, "variant", "block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages")
+_GAIN_ROW = ("id", "ms", "joules_per_launch", "timing_regime")
+
+
+def grouping_gain(
+    conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, shape: Shape | None = None
+) -> pd.DataFrame:
+    """Per (gpu_name, dtype, shape, block config) and group_m > 1: what grouped program order gains over
+    group_m = 1 with the same block config, in time and in energy.
+
+    Each side is the fastest ok row of its group_m (as the grouping_effect view picks it). Columns: the
+    key, group_m, operand_bytes, l2_bytes, operand_to_l2, then for the group_m row (no prefix) and the
+    group_m = 1 row (suffix `_group1`): id, ms, joules_per_launch, timing_regime; time_gain =
+    ms_group1 / ms (the view's speedup) and energy_gain = joules_group1 / joules, NULL unless both rows
+    have energy (> 1: grouping saves).
+    """
+    r = view("results")
+    scope = conditions(r, gpu_name=gpu_name, dtype=dtype, shape=shape, status="ok")
+    # Only variants that ran some group_m > 1 can pair: most rows (tiled, split-K) never do. Ranking them
+    # too took 0.26 s on the 100k-row sample's H200 bfloat16, this 0.20 s (grouping_effect: 0.16 s).
+    grouped = select(r.c.variant).where(*scope, r.c.group_m > 1).distinct()
+    ranked = (
+        select(
+            *(r.c[c] for c in _GAIN_KEY),
+            r.c.group_m,
+            *(r.c[c] for c in _GAIN_ROW),
+            r.c.operand_bytes,
+            r.c.l2_bytes,
+            func.row_number()
+            .over(partition_by=[*(r.c[c] for c in _GAIN_KEY), r.c.group_m], order_by=(r.c.ms, r.c.id))
+            .label("rn"),
+        )
+        .where(*scope, r.c.ms.is_not(None), r.c.variant.in_(grouped))
+        .subquery()
+    )
+    cols = [c for c in ranked.c if c.name != "rn"]
+    best = frame(conn, select(*cols).where(ranked.c.rn == 1))
+    base = best[best.group_m == 1][[*_GAIN_KEY, *_GAIN_ROW]]
+    out = best[best.group_m > 1].merge(base, on=list(_GAIN_KEY), suffixes=("", "_group1"))
+    out = out.rename(columns={"joules_per_launch_group1": "joules_group1"})
+    out["operand_to_l2"] = out.operand_bytes.astype("float64") / out.l2_bytes.astype("float64")
+    out["time_gain"] = out.ms_group1 / out.ms
+    out["energy_gain"] = out.joules_group1 / out.joules_per_launch
+    return out.sort_values([*_GAIN_KEY, "group_m"]).reset_index(drop=True)
+
+
+SIDES = ("unsplit", "split")
+_EAGER_COLUMNS = ("id", "variant", "config_key", "split_k", "stream_ms", "host_ms", "eager_ms")
+
+
+def _eager_names(kind: str) -> dict[str, str]:
+    """unsplit_eager_ms, unsplit_eager_id, unsplit_eager_host_ms, ... for one side of splitk_eager."""
+    return {c: f"{kind}_{c}" if c == "eager_ms" else f"{kind}_eager_{c}" for c in _EAGER_COLUMNS}
+
+
+def splitk_eager(
+    conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, shape: Shape | None = None
+) -> pd.DataFrame:
+    """Per (gpu_name, dtype, m, n, k): splitk_best's comparison in eager time per call (eager_ms).
+
+    The fastest unsplit row (split_k = 1, any variant but cuBLAS and stream-K) and the fastest split row
+    (split_k > 1) by eager time, each side's own best (the config an eager caller would pick): for each
+    of `unsplit_` and `split_`: eager_ms, eager_id, eager_variant, eager_config_key, eager_split_k,
+    eager_stream_ms, eager_host_ms; eager_speedup = unsplit_eager_ms / split_eager_ms. Rows without
+    host time are left out, so shapes measured before revision 0002 have no row.
+    """
+    r = view("results")
+    eager = eager_ms(r)  # the expression itself in OVER and WHERE: PostgreSQL sees no select-list alias there
+    kind = case((r.c.split_k > 1, "split"), else_="unsplit").label("kind")
+    ranked = (
+        select(
+            *(r.c[c] for c in _SHAPE_ORDER),
+            kind,
+            *(r.c[c] for c in _EAGER_COLUMNS if c != "eager_ms"),
+            eager.label("eager_ms"),
+            func.row_number()
+            .over(partition_by=[*(r.c[c] for c in _SHAPE_ORDER), kind], order_by=(eager, r.c.id))
+            .label("rn"),
+        )
+        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, shape=shape, status="ok"))
+        .where(r.c.ms.is_not(None), r.c.variant.not_in(("cublas", "streamk")), eager.is_not(None))
+        .subquery()
+    )
+    cols = [c for c in ranked.c if c.name != "rn"]
+    best = frame(conn, select(*cols).where(ranked.c.rn == 1))
+    best["eager_ms"] = pd.to_numeric(best.eager_ms).astype("float64")
+    sides = [best[best.kind == k].drop(columns="kind").rename(columns=_eager_names(k)) for k in SIDES]
+    out = sides[0].merge(sides[1], on=list(_SHAPE_ORDER))
+    out["eager_speedup"] = out.unsplit_eager_ms / out.split_eager_ms
+    return out.sort_values(list(_SHAPE_ORDER)).reset_index(drop=True)
+
+
+def timing_regimes(conn: Connection, *, status: Filter = "ok", **filters: Any) -> dict[str, int]:
+    """Of the rows matching the filters (those of results(); ok rows unless `status` says otherwise):
+    how many were timed in each regime, most first ("" for rows that name none: never timed)."""
+    r = view("results")
+    stmt = (
+        select(r.c.timing_regime, func.count())
+        .where(*conditions(r, status=status, **filters))
+        .group_by(r.c.timing_regime)
+    )
+    return _most_first(Counter({(regime or ""): int(n) for regime, n in conn.execute(stmt)}))

@@ -16,6 +16,7 @@ ROOF_COLUMNS = ["shape", "provider", "config", "ms", "tflops", "pct_peak", "inte
 st.title("Versus cuBLAS")
 scope, best = common.scoped(queries.best_configs, what="ok rows", preset="smoke")
 common.throttle_badge(**scope.filters)
+common.regime_badge(**scope.filters)
 sizes = common.query(queries.shape_sizes, **scope.filters)
 peaks = common.query(queries.gpu_peaks, gpu_name=scope.gpu)
 vs = common.query(queries.vs_cublas, **scope.filters)

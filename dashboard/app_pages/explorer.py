@@ -10,9 +10,10 @@ ROW_CAP = 5_000
 # fmt: off
 COLUMNS = [
     "timing", "gpu_name", "variant", "dtype", "m", "n", "k", "block_m", "block_n", "block_k",
-    "group_m", "split_k", "num_warps", "num_stages", "status", "ms", "ms_p20", "ms_p80", "tflops",
-    "rel_err", "nondeterminism", "sm_clock_mhz", "temperature_c", "throttled", "throttle_reasons",
-    "tiles_per_sm", "waves", "operand_bytes", "sweep_id", "host", "error",
+    "group_m", "split_k", "num_warps", "num_stages", "status", "ms", "ms_p20", "ms_p80", "stream_ms",
+    "host_ms", "timing_regime", "tflops", "avg_watts", "joules_per_launch", "power_limit_w", "rel_err",
+    "nondeterminism", "sm_clock_mhz", "temperature_c", "throttled", "throttle_reasons", "tiles_per_sm",
+    "waves", "operand_bytes", "sweep_id", "host", "error",
 ]
 # fmt: on
 
@@ -44,11 +45,25 @@ if n_throttled:
         "(columns throttled, throttle_reasons, sm_clock_mhz): their times may be slow.",
         icon=":material/speed:",
     )
-shown = rows[COLUMNS].assign(operand_bytes=rows.operand_bytes / 2**20)
+common.regime_badge(**filters)
+# Energy in mJ: a launch of a few us to a few ms at 300-700 W draws about 1 to 1,000 mJ.
+shown = rows[COLUMNS].assign(
+    operand_bytes=rows.operand_bytes / 2**20, joules_per_launch=rows.joules_per_launch * 1e3
+)
+time = lambda title: st.column_config.NumberColumn(title, format="%.4g ms")
 st.dataframe(
     shown,
     hide_index=True,
     column_config={
+        "ms": time("ms (kernel)"),
+        "ms_p20": time("ms p20"),
+        "ms_p80": time("ms p80"),
+        "stream_ms": time("stream"),
+        "host_ms": time("host"),
+        "timing_regime": st.column_config.TextColumn("regime"),
+        "avg_watts": st.column_config.NumberColumn("power", format="%.0f W"),
+        "joules_per_launch": st.column_config.NumberColumn("energy / launch", format="%.4g mJ"),
+        "power_limit_w": st.column_config.NumberColumn("power limit", format="%.0f W"),
         "operand_bytes": st.column_config.NumberColumn("operands", format="%.1f MiB"),
         "sm_clock_mhz": st.column_config.NumberColumn("SM clock", format="%d MHz"),
         "temperature_c": st.column_config.NumberColumn("temperature", format="%d °C"),

@@ -1,4 +1,4 @@
-"""Grouping / L2: what GROUP_SIZE_M > 1 buys as the operands outgrow L2."""
+"""Grouping / L2: what GROUP_SIZE_M > 1 buys, in time and in energy, as the operands outgrow L2."""
 
 import streamlit as st
 
@@ -9,13 +9,23 @@ st.title("Grouping / L2")
 st.caption(
     "Grouped program order keeps a band of A's rows and B's columns in L2 while neighbouring "
     "programs reuse them: it can only pay once the operands (A + B + C) no longer fit in L2. "
-    "Each dot: one config, its best GROUP_SIZE_M > 1 time against GROUP_SIZE_M = 1 with all else equal. "
+    "Each mark: one config, its best GROUP_SIZE_M > 1 against GROUP_SIZE_M = 1 with all else equal; "
+    "gain = value at 1 / value at GROUP_SIZE_M, for kernel time (dots) and joules per launch (triangles). "
     f"Grey band: within {frames.NOISE:.0%} of 1, run-to-run noise on an H200."
 )
 scope, effect = common.scoped(
     queries.grouping_effect, what="grouped pairs (GROUP_SIZE_M > 1 and = 1, same config)", preset="grouping"
 )
 common.throttle_badge(**scope.filters)
-points = frames.grouping_points(effect)
-st.altair_chart(charts.grouping_scatter(points, scope.note))
-st.altair_chart(charts.grouping_heatmap(frames.grouping_heatmap(points), scope.note))
+common.regime_badge(**scope.filters)
+gains = frames.grouping_gains(common.query(queries.grouping_gain, **scope.filters))
+n_pairs, n_energy = int((gains.measure == "time").sum()), int((gains.measure == "energy").sum())
+if not n_energy:
+    st.info(
+        "No grouped pair here has energy on both rows (NVML's energy counter, recorded from revision 0002 on "
+        "and only on a GPU): the chart shows the time gain alone."
+    )
+elif n_energy < n_pairs:
+    st.caption(f"Energy gain for {n_energy} of {n_pairs} pairs: only where both rows have an energy reading.")
+st.altair_chart(charts.grouping_gains(gains, scope.note))
+st.altair_chart(charts.grouping_heatmap(frames.grouping_heatmap(frames.grouping_points(effect)), scope.note))

@@ -8,8 +8,9 @@ from db import queries
 # fmt: off
 BEST_COLUMNS = ["variant", "config_key", "ms", "ms_p20", "ms_p80", "tflops", "pct_peak", "vs_best",
                 "sm_clock_mhz", "throttled"]
-ALL_COLUMNS = ["variant", "config_key", "ms", "ms_p20", "ms_p80", "vs_best", "tflops", "pct_peak",
-               "tiles_per_sm", "waves", "sm_clock_mhz", "throttled", "throttle_reasons"]
+ALL_COLUMNS = ["variant", "config_key", "ms", "ms_p20", "ms_p80", "vs_best", "stream_time", "host_time",
+               "energy", "power", "timing_regime", "tflops", "pct_peak", "tiles_per_sm", "waves",
+               "sm_clock_mhz", "throttled", "throttle_reasons"]
 # fmt: on
 
 st.title("Shape")
@@ -18,6 +19,7 @@ labels = frames.shape_label(shapes)
 label = st.sidebar.selectbox("Shape (most measured first)", labels, key="shape_pick")
 m, n, k = (int(x) for x in label.split("x"))
 common.throttle_badge(**scope.filters, shape=(m, n, k))
+common.regime_badge(**scope.filters, shape=(m, n, k))
 peaks = common.query(queries.gpu_peaks, gpu_name=scope.gpu)
 rows = common.query(queries.results, **scope.filters, m_range=(m, m), n_range=(n, n), k_range=(k, k))
 configs = frames.shape_configs(rows, peaks["peak_tflops"])

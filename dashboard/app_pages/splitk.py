@@ -1,4 +1,5 @@
-"""Split-K: per shape, the best split against the best unsplit kernel, against tiles per SM."""
+"""Split-K: per shape, the best split against the best unsplit kernel, against tiles per SM, in kernel time
+and in eager time per call."""
 
 import streamlit as st
 
@@ -7,8 +8,10 @@ from db import queries
 
 # fmt: off
 BEST_COLUMNS = [
-    "shape", "verdict", "speedup", "speedup_lo", "speedup_hi", "unsplit_ms", "unsplit_config", "split_ms",
-    "split_config", "streamk_ms", "streamk_speedup", "streamk_config", "tiles_per_sm", "throttled",
+    "shape", "verdict", "speedup", "speedup_lo", "speedup_hi", "eager_speedup", "unsplit_ms",
+    "unsplit_config", "split_ms", "split_config", "unsplit_eager_config", "split_eager_config",
+    "unsplit_joules_per_launch", "split_joules_per_launch", "streamk_ms", "streamk_speedup",
+    "streamk_config", "tiles_per_sm", "throttled",
 ]
 # fmt: on
 
@@ -24,16 +27,44 @@ scope, best = common.scoped(
     queries.splitk_best, what="split-K or stream-K rows next to unsplit ones", preset="splitk"
 )
 common.throttle_badge(**scope.filters)
-table = frames.splitk_table(best)
+common.regime_badge(**scope.filters)
+ids = [int(i) for i in (*best.unsplit_id.dropna(), *best.split_id.dropna())]
+table = frames.splitk_table(
+    best,
+    common.query(queries.splitk_eager, **scope.filters),
+    common.query(queries.measurement_details, ids=ids),
+)
 blocks = frames.splitk_blocks(common.query(queries.splitk_speedup, **scope.filters))
+st.caption(
+    "Dots: kernel time (the launcher's GPU kernels, what CUDA graphs see). Diamonds: eager time per call, "
+    "max(stream time, host time), what a caller without CUDA graphs waits for: split-K's extra zero and "
+    "reduce launches cost host time that kernel time leaves out. Each side's best config by that time."
+)
+if table.eager_speedup.isna().all():
+    st.info(
+        "No shape here has host times on both sides (rows stored before revision 0002 have none): "
+        "the chart shows kernel-time speedups alone."
+    )
 st.altair_chart(charts.splitk_scatter(table, blocks, scope.note))
 st.subheader("Best split against best unsplit, per shape")
 st.caption(
     'speedup_lo..speedup_hi: the speedup from both p20-p80 ranges; "within noise" where it holds 1. '
+    "eager_speedup: the same question in eager time per call (configs: the eager caller's picks). "
+    "Joules per launch of the kernel-time winners where NVML measured them. "
     "Stream-K beside it where measured (streamk_speedup = best unsplit / best stream-K)."
 )
 shown = table.sort_values("speedup", ascending=False)
-st.dataframe(shown[BEST_COLUMNS], hide_index=True)
+st.dataframe(
+    shown[BEST_COLUMNS].assign(
+        unsplit_joules_per_launch=shown.unsplit_joules_per_launch * 1e3,
+        split_joules_per_launch=shown.split_joules_per_launch * 1e3,
+    ),
+    hide_index=True,
+    column_config={
+        "unsplit_joules_per_launch": st.column_config.NumberColumn("unsplit energy", format="%.4g mJ"),
+        "split_joules_per_launch": st.column_config.NumberColumn("split energy", format="%.4g mJ"),
+    },
+)
 
 shape = st.selectbox("Speedup against SPLIT_K for the shape", shown["shape"].tolist(), key="splitk_shape")
 row = shown[shown["shape"] == shape].iloc[0]

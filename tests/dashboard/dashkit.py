@@ -7,6 +7,8 @@
   machine without a GPU writes them.
 - failed_sweep: one sweep that failed with every point failed.
 - splitk_verdict: the H200 case where the best per-block split-K ratio and best-vs-best disagree.
+- fidelity: revision 0002's columns: grouping that saves time and more energy, split-K whose eager
+  speedup differs from its kernel-time one, and a pair stored before 0002.
 The 100,000-row database is bench/sample_db.py's big_db (the benchmark builds it too).
 """
 
@@ -56,6 +58,8 @@ SMALL_SPLITK_BEST = {SKINNY: (16 / 132, 8, 4.0), MID: (64 / 132, 2, 1.5), SQUARE
 SKINNY_CURVE = {1: 1.0, 4: 0.160 / 0.050, 8: 0.160 / 0.040, 16: 0.160 / 0.042}
 # grouping (grouped 128x128x64 w8 s3): shape -> {group_m: ms}
 GROUPED_MS = {BIG_SQUARE: {1: 2.0, 4: 1.8, 8: 1.6}, SMALL_SQUARE: {1: 0.010, 8: 0.010}}
+# Energy on 8192^3 only (the GPU near its 700 W limit at every group_m): the energy gain is the time gain.
+GROUPED_WATTS = {BIG_SQUARE: 650.0}
 # (shape, group_m) -> (operand bytes / L2, speedup over group_m 1)
 SMALL_GROUPING = {
     (BIG_SQUARE, 4): (6.4, 2.0 / 1.8),
@@ -74,7 +78,16 @@ SMALL_COMPARE = {
     ("grouped", BIG_SQUARE, "bm128_bn128_bk64_gm8_sk1_w8_s3_ieee"): "same",
 }
 SPLITK_NONDETERMINISM = 2e-3  # the atomic split-K rows with split_k > 1
+# Host time of a split launcher call (zeros + kernel + cast), as the H200 host measured it (76 us,
+# docs/perf-notes.md); unsplit rows keep samples.record's 30 us. Eager time per call, max(stream, host):
+# SKINNY's splits all wait on the host, 0.076 ms (the first stored, split 4, is the pick), against the
+# 64x64 unsplit 0.160 ms; MID's split 2 (0.080 ms) and SQUARE's (0.3125 ms) outlast their host time.
+SPLIT_HOST_MS = 0.076
+SMALL_SPLITK_EAGER = {SKINNY: 0.160 / 0.076, MID: 0.120 / 0.080, SQUARE: 0.250 / 0.3125}
 A100_SPLITK = {(SKINNY, (128, 128)): {1: 0.5, 4: 0.25}}  # speedup 2.0 at 4 / 108 tiles per SM
+# How rows stored before revision 0002 read (the A100 pair here): interleaved, stream_ms = ms, no host
+# time, no energy.
+LEGACY = dict(host_ms=None, timing_regime="interleaved")
 
 
 def _splitk(env: EnvironmentInfo, table: dict, **kw) -> list[MeasurementRecord]:
@@ -87,7 +100,7 @@ def _splitk(env: EnvironmentInfo, table: dict, **kw) -> list[MeasurementRecord]:
             block=(*blocks, 64),
             split_k=s,
             nondeterminism=SPLITK_NONDETERMINISM * (s > 1),
-            **kw,
+            **({"host_ms": SPLIT_HOST_MS} if s > 1 else {}) | kw,
         )
         for (shape, blocks), times in table.items()
         for s, ms in times.items()
@@ -97,7 +110,7 @@ def _splitk(env: EnvironmentInfo, table: dict, **kw) -> list[MeasurementRecord]:
 def small_db(path: Path) -> Path:
     """H200 bfloat16 points for every page, one A100 pair, a wrong and two failed rows; two sweeps."""
     grouped = [
-        record("grouped", shape, env=H200, ms=ms, group_m=g)
+        record("grouped", shape, env=H200, ms=ms, group_m=g, avg_watts=GROUPED_WATTS.get(shape))
         for shape, times in GROUPED_MS.items()
         for g, ms in times.items()
     ]
@@ -118,6 +131,7 @@ def small_db(path: Path) -> Path:
             ms=0.042,
             split_k=16,
             nondeterminism=SPLITK_NONDETERMINISM,
+            host_ms=SPLIT_HOST_MS,
             code_version="v2",
         ),
         record("splitk", SQUARE, env=H200, ms=0.300, code_version="v2"),
@@ -128,7 +142,7 @@ def small_db(path: Path) -> Path:
         [
             Batch(H200, _splitk(H200, SPLITK_MS) + grouped + cublas + failed, sweep="small-a"),
             Batch(H200, sweep_b, sweep="small-b"),
-            Batch(A100, _splitk(A100, A100_SPLITK), sweep="small-a100"),
+            Batch(A100, _splitk(A100, A100_SPLITK, **LEGACY), sweep="small-a100"),
         ],
     )
 
@@ -181,3 +195,58 @@ def failed_sweep_db(path: Path) -> Path:
         for i, status in enumerate(FAILED_STATUSES)
     ]
     return build(path, [Batch(H200, records, sweep="smoke", sweep_status="failed")])
+
+
+# ---- measurement fidelity: eager time and energy (revision 0002's columns), on an H200 in bfloat16 ----
+
+# Grouping (grouped 128x128x64 w8 s3 at 8192^3, operands 6.4x L2): group_m 8 saves 10% of the time and
+# 15% of the energy of group_m 1; group_m 4 has no energy reading (NVML without an energy counter).
+FIDELITY_GROUPING = {1: (1.0, 0.600), 4: (0.95, None), 8: (0.9, 0.600 * 0.85)}  # group_m -> (ms, J)
+# (group_m) -> (time gain, energy gain): 1 / 0.9 = 1.11 and 1 / 0.85 = 1.18.
+FIDELITY_GAINS = {4: (1 / 0.95, None), 8: (1 / 0.9, 1 / 0.85)}
+# Split-K on 256x256x65536, 128x128 blocks: split_k -> (kernel ms, stream ms, host ms, J per launch).
+# Kernel time: split 4 is fastest, 0.100 / 0.050 = 2.0. Eager time per call = max(stream, host):
+# unsplit 0.105 ms; split 4 waits on its host (0.080), split 8 on its stream (0.065): the eager caller's
+# best split is split 8, 0.105 / 0.065 = 1.62.
+FIDELITY_SPLITK = {
+    1: (0.100, 0.105, 0.020, 0.060),
+    4: (0.050, 0.070, 0.080, 0.034),
+    8: (0.060, 0.065, 0.060, 0.040),
+}
+FIDELITY_KERNEL_SPEEDUP = 0.100 / 0.050
+FIDELITY_EAGER_SPEEDUP = 0.105 / 0.065
+
+
+def fidelity_db(path: Path) -> Path:
+    """The grouping and split-K cases above, steady regime, plus one grouped pair stored before revision
+    0002 on 1024^3 (interleaved, no host time, no energy)."""
+    grouped = [
+        record(
+            "grouped",
+            BIG_SQUARE,
+            env=H200,
+            ms=ms,
+            group_m=g,
+            avg_watts=None if joules is None else joules / ms * 1e3,
+        )
+        for g, (ms, joules) in FIDELITY_GROUPING.items()
+    ]
+    splitk = [
+        record(
+            "splitk",
+            SKINNY,
+            env=H200,
+            ms=ms,
+            split_k=s,
+            stream_ms=stream,
+            host_ms=host,
+            avg_watts=joules / ms * 1e3,
+            nondeterminism=SPLITK_NONDETERMINISM * (s > 1),
+        )
+        for s, (ms, stream, host, joules) in FIDELITY_SPLITK.items()
+    ]
+    legacy = [
+        record("grouped", SMALL_SQUARE, env=H200, ms=ms, group_m=g, **LEGACY)
+        for g, ms in ((1, 0.02), (8, 0.019))
+    ]
+    return build(path, [Batch(H200, grouped + splitk + legacy, sweep="fidelity")])

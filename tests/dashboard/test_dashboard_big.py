@@ -54,6 +54,9 @@ def check_splitk(at, conn: Connection) -> None:
     want = want[(want.tiles_per_sm > 0) & (want.speedup > 0)]
     best = layer(scatter, "best split against best unsplit", "point").data
     same_rows(best, want, ["m", "n", "k", "tiles_per_sm", "speedup"])
+    eager = queries.splitk_eager(conn, **SCOPE)
+    eager = eager.merge(want[["m", "n", "k"]], on=["m", "n", "k"])
+    same_rows(layer(scatter, "eager speedup per shape").data, eager, ["m", "n", "k", "eager_speedup"])
     blocks = queries.splitk_speedup(conn, **SCOPE)
     blocks = blocks[(blocks.tiles_per_sm > 0) & (blocks.speedup > 0)]
     same_rows(layer(scatter, "same blocks").data, blocks, ["m", "n", "k", "block_m", "block_n", "speedup"])
@@ -70,7 +73,14 @@ def check_grouping(at, conn: Connection) -> None:
     scatter, heatmap = charts(at)
     cols = ["m", "n", "k", "block_m", "block_n", "block_k", "num_warps", "group_m", "speedup"]
     points = frames.grouping_points(queries.grouping_effect(conn, **SCOPE))
-    same_rows(layer(scatter, "speedup per config").data, points, cols)
+    gains = layer(scatter, "gain per config").data
+    time = gains[gains.measure == "time"].rename(columns={"gain": "speedup"})
+    same_rows(time, points, cols)
+    # Every sample GPU row has energy: each pair has an energy gain, the query's.
+    want = queries.grouping_gain(conn, **SCOPE)
+    energy = gains[gains.measure == "energy"]
+    same_rows(energy, want, ["m", "n", "k", "block_m", "block_n", "num_warps", "group_m", "energy_gain"])
+    assert len(energy) == len(time)
     cells = layer(heatmap, "median speedup per cell", "rect").data
     same_rows(cells, frames.grouping_heatmap(points), ["size_lo", "group_m", "speedup", "n_configs"])
     assert set(cells.group_m) == {4, 8}

@@ -106,11 +106,17 @@ def test_splitk_plots_best_split_over_best_unsplit_per_shape_and_each_block_shap
         )
         assert layer(scatter, "one tile per SM", "rule").data.tiles_per_sm.tolist() == [1.0]
         assert layer(scatter, "speedup 1", "rule").data.speedup.tolist() == [1.0]
-        # The table lists the dots' numbers.
+        # The table lists the dots' numbers, and the diamonds' eager ones.
         table = at.dataframe[0].value
         assert_close(
             by_key(table, ["shape"], ["speedup"]), {label(s): v[2] for s, v in kit.SMALL_SPLITK_BEST.items()}
         )
+        assert_close(
+            by_key(table, ["shape"], ["eager_speedup"]),
+            {label(s): v for s, v in kit.SMALL_SPLITK_EAGER.items()},
+        )
+        eager = layer(scatter, "eager speedup per shape", "point").data
+        assert_close(by_key(eager, ["m", "n", "k"], ["eager_speedup"]), kit.SMALL_SPLITK_EAGER)
         # The companion curve opens on the shape with the largest speedup, and names it.
         assert at.selectbox(key="splitk_shape").value == label(kit.SKINNY)
         assert label(kit.SKINNY) in curve["spec"]["title"]["text"]
@@ -171,11 +177,19 @@ def test_grouping_plots_speedup_against_operands_over_l2_and_the_heatmap(dbs: di
     at = render(dbs["small"], "grouping")
     no_exception(at)
     scatter, heatmap = charts(at)
-    dots = layer(scatter, "speedup per config", "circle")
+    dots = layer(scatter, "gain per config", "point")
+    time = dots.data[dots.data.measure == "time"]
     assert_close(
-        by_key(dots.data, ["m", "n", "k", "group_m"], ["operand_to_l2", "speedup"]),
+        by_key(time, ["m", "n", "k", "group_m"], ["operand_to_l2", "gain"]),
         {(*s, g): v for (s, g), v in kit.SMALL_GROUPING.items()},
     )
+    # Energy on 8192^3 only, at one power: its energy gains are its time gains.
+    energy = dots.data[dots.data.measure == "energy"]
+    assert_close(
+        by_key(energy, ["m", "n", "k", "group_m"], ["gain"]),
+        {(*s, g): v for (s, g), (_, v) in kit.SMALL_GROUPING.items() if s == kit.BIG_SQUARE},
+    )
+    assert any("Energy gain for 2 of 3 pairs" in c.value for c in at.caption)
     assert dots.encoding["x"]["scale"]["type"] == "log"
     assert layer(scatter, "L2 size", "rule").data.operand_to_l2.tolist() == [1.0]
     cells = layer(heatmap, "median speedup per cell", "rect")
@@ -226,6 +240,9 @@ def test_explorer_filters_the_table_and_downloads_every_matching_row(dbs: dict[s
         at.multiselect(key="x_status").set_value(["wrong", "timeout"]).run()
         table = at.dataframe[0].value
         assert sorted(table.status) == ["timeout", "wrong"]
+        # The timeout row was never timed: it names no regime, so the wrong row's steady is all there is.
+        assert any("Timing regime :blue-badge[steady]" in c.value for c in at.caption)
+        assert not any("mix timing regimes" in w for w in texts(at, "warning"))
         at.slider(key="x_k").set_value((8193, 65536)).run()
         assert at.dataframe[0].value.k.tolist() == [65536]
 
@@ -295,6 +312,96 @@ def test_compare_sweeps_per_point_verdicts(dbs: dict[str, Path]) -> None:
         assert "share no ok point" in texts(at, "info")[0]
 
 
+# ---- measurement fidelity: eager time, energy and timing regimes (revision 0002's columns) ----
+
+
+@pytest.fixture(scope="module")
+def fidelity_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return kit.fidelity_db(tmp_path_factory.mktemp("fidelity") / "fidelity.db")
+
+
+def test_grouping_gain_in_time_and_in_energy(fidelity_db: Path) -> None:
+    """8192^3, group_m 8: 10% less time and 15% less energy than group_m 1 are gains of 1.11 and 1.18."""
+    at = render(fidelity_db, "grouping")
+    no_exception(at)
+    gains = layer(charts(at)[0], "gain per config", "point")
+    time = gains.data[gains.data.measure == "time"]
+    energy = gains.data[gains.data.measure == "energy"]
+    big = {(*kit.BIG_SQUARE, g): pair for g, pair in kit.FIDELITY_GAINS.items()}
+    legacy = (*kit.SMALL_SQUARE, 8)
+    assert_close(
+        by_key(time, ["m", "n", "k", "group_m"], ["gain"]),
+        {**{k: t for k, (t, _) in big.items()}, legacy: 0.02 / 0.019},
+    )
+    # Energy only where both rows have it: group_m 4 has no reading, the pre-0002 pair none at all.
+    assert_close(by_key(energy, ["m", "n", "k", "group_m"], ["gain"]), {(*kit.BIG_SQUARE, 8): 1 / 0.85})
+    [g8] = energy.itertuples()
+    assert (round(g8.time_gain, 2), round(g8.gain, 2)) == (1.11, 1.18)
+    assert (g8.energy, g8.energy_group1, g8.kernel_time) == ("510 mJ", "600 mJ", "900 us")
+    assert gains.encoding["shape"]["field"] == "measure"
+    assert {"time_gain", "energy_gain", "energy", "timing_regime"} <= {
+        t["field"] for t in gains.encoding["tooltip"]
+    }
+    assert any("Energy gain for 1 of 3 pairs" in c.value for c in at.caption)
+    assert not any("No grouped pair here has energy" in i for i in texts(at, "info"))
+    # The pre-0002 pair is interleaved, the 6 other ok rows of the H200 steady: the page says they mix.
+    assert any("mix timing regimes (steady 6, interleaved 2 rows)" in w for w in texts(at, "warning"))
+
+
+def test_splitk_eager_speedup_beside_the_kernel_time_one(fidelity_db: Path) -> None:
+    """Kernel time: split 4 (0.050 ms) over unsplit (0.100 ms) = 2.0. Eager time per call, max(stream,
+    host): unsplit 0.105 ms; split 4 waits on its host (0.080), split 8 on its stream (0.065), so the
+    eager caller picks split 8: 0.105 / 0.065 = 1.62."""
+    at = render(fidelity_db, "splitk")
+    no_exception(at)
+    scatter = charts(at)[0]
+    [row] = at.dataframe[0].value.itertuples()
+    assert row.speedup == pytest.approx(kit.FIDELITY_KERNEL_SPEEDUP)
+    assert row.eager_speedup == pytest.approx(kit.FIDELITY_EAGER_SPEEDUP)
+    assert "sk8" in row.split_eager_config and "sk1" in row.unsplit_eager_config
+    # Energy per launch of the kernel-time winners (unsplit, split 4), in mJ.
+    assert (row.unsplit_joules_per_launch, row.split_joules_per_launch) == pytest.approx((60.0, 34.0))
+    [dot] = layer(scatter, "best split against best unsplit", "point").data.itertuples()
+    [diamond] = layer(scatter, "eager speedup per shape", "point").data.itertuples()
+    assert (dot.speedup, diamond.eager_speedup) == pytest.approx(
+        (kit.FIDELITY_KERNEL_SPEEDUP, kit.FIDELITY_EAGER_SPEEDUP)
+    )
+    assert diamond.tiles_per_sm == dot.tiles_per_sm
+    assert (dot.split_energy, dot.split_host_time, dot.split_stream_time, dot.split_power) == (
+        "34 mJ",
+        "80 us",
+        "70 us",
+        "680 W",
+    )
+
+
+def test_splitk_without_host_times_draws_kernel_time_alone(dbs: dict[str, Path]) -> None:
+    with app(dbs["small"]) as at:
+        show(at, "splitk")
+        assert any("Timing regime :blue-badge[steady]" in c.value for c in at.caption)
+        assert not any("mix timing regimes" in w for w in texts(at, "warning"))
+        at.selectbox(key="gpu").set_value(A100).run()  # the A100 pair was stored before revision 0002
+        no_exception(at)
+        assert any("No shape here has host times" in i for i in texts(at, "info"))
+        assert not any(ly.description == "eager speedup per shape" for ly in charts(at)[0]["layers"])
+        assert at.dataframe[0].value.eager_speedup.isna().all()
+        assert any("Timing regime :blue-badge[interleaved]" in c.value for c in at.caption)
+
+
+def test_explorer_shows_stream_host_regime_and_energy(fidelity_db: Path) -> None:
+    at = render(fidelity_db, "explorer")
+    no_exception(at)
+    table = at.dataframe[0].value
+    split4 = table[(table.variant == "splitk") & (table.split_k == 4)].iloc[0]
+    assert (split4.stream_ms, split4.host_ms, split4.timing_regime) == (0.070, 0.080, "steady")
+    assert (split4.avg_watts, split4.joules_per_launch) == pytest.approx((680.0, 34.0))  # W, mJ
+    legacy = table[table.timing_regime == "interleaved"]
+    assert len(legacy) == 2 and legacy.host_ms.isna().all() and legacy.joules_per_launch.isna().all()
+    assert any("mix timing regimes (steady 6, interleaved 2 rows)" in w for w in texts(at, "warning"))
+    config = at.dataframe[0].proto.columns
+    assert "%.4g mJ" in config and "%.0f W" in config and "%.4g ms" in config
+
+
 # ---- interpreter-only and failed-sweep databases ----
 
 TIMED_PAGES = ["overview", "shape", "splitk", "grouping", "cublas", "explorer"]
@@ -315,6 +422,9 @@ def test_interpreter_charts_still_show_the_cpu_times(dbs: dict[str, Path]) -> No
     # Split 4 took twice the splitk unsplit time; the best unsplit time is grouped GROUP_SIZE_M 2's 0.95x.
     assert by_key(every, ["m", "n", "k"], ["speedup"]) == {s: pytest.approx(0.475) for s in kit.SMOKE_SHAPES}
     assert at.selectbox(key="gpu").options == [f"{kit.INTERPRETER.gpu_name} (CPU times, not GPU timings)"]
+    grouping = render(dbs["interpreter"], "grouping")  # no energy counter on a CPU
+    assert any("No grouped pair here has energy on both rows" in i for i in texts(grouping, "info"))
+    assert set(layer(charts(grouping)[0], "gain per config", "point").data.measure) == {"time"}
     cublas = render(dbs["interpreter"], "cublas")
     assert any("No peak TFLOP/s" in i for i in texts(cublas, "info"))
     assert not any(ly.description == "roofs" for ly in charts(cublas)[1]["layers"])

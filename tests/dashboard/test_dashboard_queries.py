@@ -130,3 +130,95 @@ def test_default_comparison_prefers_sweeps_sharing_a_gpu(dbs: dict[str, Path]) -
 def test_interpreter_gpus_come_from_the_environments(dbs: dict[str, Path]) -> None:
     assert on(dbs["interpreter"], queries.interpreter_gpus) == [kit.INTERPRETER.gpu_name]
     assert on(dbs["small"], queries.interpreter_gpus) == []
+
+
+# ---- measurement fidelity: eager time, energy, timing regimes ----
+
+
+@pytest.fixture(scope="module")
+def fidelity_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return kit.fidelity_db(tmp_path_factory.mktemp("fidelity") / "fidelity.db")
+
+
+H200_BF16 = dict(gpu_name=kit.H200.gpu_name, dtype="bfloat16")
+
+
+def test_grouping_gain_pairs_each_group_m_with_group_m_1_in_time_and_energy(fidelity_db: Path) -> None:
+    gain = on(fidelity_db, queries.grouping_gain, **H200_BF16)
+    got = {(r.m, r.group_m): (r.time_gain, r.energy_gain) for r in gain.itertuples()}
+    want = {(8192, g): pair for g, pair in kit.FIDELITY_GAINS.items()} | {(1024, 8): (0.02 / 0.019, None)}
+    assert set(got) == set(want)
+    for key, (time, energy) in want.items():
+        assert got[key][0] == pytest.approx(time), key
+        assert pd.isna(got[key][1]) if energy is None else got[key][1] == pytest.approx(energy), key
+    # The time gain is the grouping_effect view's speedup, pair for pair.
+    view = on(fidelity_db, queries.grouping_effect, **H200_BF16)
+    assert dict(zip(zip(view.m, view.group_m), view.speedup)) == pytest.approx(
+        {key: t for key, (t, _) in got.items()}
+    )
+    assert set(gain.timing_regime_group1) == {"steady", "interleaved"}
+
+
+def test_splitk_eager_picks_each_sides_best_eager_time(fidelity_db: Path) -> None:
+    [row] = on(fidelity_db, queries.splitk_eager, **H200_BF16).itertuples()
+    assert (row.unsplit_eager_ms, row.split_eager_ms, row.split_eager_split_k) == (0.105, 0.065, 8)
+    assert row.eager_speedup == pytest.approx(kit.FIDELITY_EAGER_SPEEDUP)
+    [best] = on(fidelity_db, queries.splitk_best, **H200_BF16).itertuples()
+    assert (best.split_split_k, best.speedup) == (4, pytest.approx(kit.FIDELITY_KERNEL_SPEEDUP))
+
+
+def test_eager_time_needs_both_stream_and_host_time(fidelity_db: Path) -> None:
+    rows = on(fidelity_db, queries.results, **H200_BF16)
+    details = on(fidelity_db, queries.measurement_details, ids=rows.id.tolist()).set_index("id")
+    split4 = rows[(rows.variant == "splitk") & (rows.split_k == 4)].id.item()
+    assert details.loc[split4, "eager_ms"] == 0.080  # host 0.080 > stream 0.070
+    unsplit = rows[(rows.variant == "splitk") & (rows.split_k == 1)].id.item()
+    assert details.loc[unsplit, "eager_ms"] == 0.105  # stream 0.105 > host 0.020
+    legacy = rows[rows.timing_regime == "interleaved"].id
+    assert details.loc[legacy, "eager_ms"].isna().all()  # no host time before revision 0002
+
+
+def test_timing_regimes_count_the_rows_a_filter_selects(fidelity_db: Path, dbs: dict[str, Path]) -> None:
+    assert on(fidelity_db, queries.timing_regimes, **H200_BF16) == {"steady": 6, "interleaved": 2}
+    assert on(fidelity_db, queries.timing_regimes, shape=kit.SMALL_SQUARE) == {"interleaved": 2}
+    # The H200's 21 ok rows and its wrong one were timed; its compile_error and timeout rows never were
+    # (no regime), counted only when the status filter lets them in.
+    assert on(dbs["small"], queries.timing_regimes, status=None, gpu_name=kit.H200.gpu_name) == {
+        "steady": 22,
+        "": 2,
+    }
+    assert on(dbs["small"], queries.timing_regimes, gpu_name=kit.H200.gpu_name) == {"steady": 21}
+
+
+@pytest.mark.parametrize(
+    ("value", "fmt", "text"),
+    [
+        (0.0125, frames.readable_time, "12.5 us"),
+        (1.234, frames.readable_time, "1.23 ms"),
+        (2500.0, frames.readable_time, "2.5 s"),
+        (float("nan"), frames.readable_time, ""),
+        (0.034, frames.readable_energy, "34 mJ"),
+        (1.25, frames.readable_energy, "1.25 J"),
+        (None, frames.readable_energy, ""),
+        (687.4, frames.readable_watts, "687 W"),
+    ],
+    ids=["us", "ms", "s", "nan", "mJ", "J", "none", "W"],
+)
+def test_readable_units(value, fmt, text: str) -> None:
+    assert fmt(value) == text
+
+
+@pytest.mark.postgres
+def test_fidelity_queries_give_the_same_numbers_on_postgresql(pg_target: str, fidelity_db: Path) -> None:
+    kit.fidelity_db(pg_target)
+    for fn in (queries.grouping_gain, queries.splitk_eager):
+        got, want = on(pg_target, fn, **H200_BF16), on(fidelity_db, fn, **H200_BF16)
+        pd.testing.assert_frame_equal(
+            got.drop(columns=["id", "id_group1"], errors="ignore"),
+            want.drop(columns=["id", "id_group1"], errors="ignore"),
+            check_dtype=False,
+        )
+    assert on(pg_target, queries.timing_regimes, **H200_BF16) == {"steady": 6, "interleaved": 2}
+    ids = on(pg_target, queries.results, **H200_BF16).id.tolist()
+    details = on(pg_target, queries.measurement_details, ids=ids)
+    assert details.eager_ms.notna().sum() == 6  # the two pre-0002 rows have no host time
