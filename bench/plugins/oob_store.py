@@ -19,8 +19,8 @@ def _oob_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
                 GROUP_M: tl.constexpr, OUT_OF_BOUNDS: tl.constexpr):
     pid_m, pid_n = grouped_tile_jit(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n, 0, K,
-                          BLOCK_M, BLOCK_N, BLOCK_K, "ieee")
-    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+                          BLOCK_M, BLOCK_N, BLOCK_K, "ieee", 1)
+    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, 1)
     if OUT_OF_BOUNDS:
         tl.store(c_ptr + (1 << 40) + pid_m, 1.0)
 

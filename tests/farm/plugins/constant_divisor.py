@@ -52,8 +52,9 @@ def _buggy_grouped_kernel(
         BLOCK_N,
         BLOCK_K,
         "ieee",
+        1,  # ALIGN: no row-alignment claim
     )
-    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, 1)
 
 
 @register_variant("buggy_grouped", config_space="grouped")
