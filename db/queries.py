@@ -623,7 +623,9 @@ def grouping_gain(
     out = out.rename(columns={"joules_per_launch_group1": "joules_group1"})
     out["operand_to_l2"] = out.operand_bytes.astype("float64") / out.l2_bytes.astype("float64")
     out["time_gain"] = out.ms_group1 / out.ms
-    out["energy_gain"] = out.joules_group1 / out.joules_per_launch
+    # Rows stored with 0 J (NVML's counter did not tick in a short block) have no known energy.
+    metered = (out.joules_group1 > 0) & (out.joules_per_launch > 0)
+    out["energy_gain"] = (out.joules_group1 / out.joules_per_launch).where(metered)
     return out.sort_values([*_GAIN_KEY, "group_m"]).reset_index(drop=True)
 
 

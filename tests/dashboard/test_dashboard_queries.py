@@ -222,3 +222,15 @@ def test_fidelity_queries_give_the_same_numbers_on_postgresql(pg_target: str, fi
     ids = on(pg_target, queries.results, **H200_BF16).id.tolist()
     details = on(pg_target, queries.measurement_details, ids=ids)
     assert details.eager_ms.notna().sum() == 6  # the two pre-0002 rows have no host time
+
+
+def test_a_row_stored_with_zero_joules_has_no_energy_gain(tmp_path: Path) -> None:
+    """Visit 14 stored 0 J for blocks NVML's energy counter did not tick in: no gain, not infinity."""
+    rows = [
+        kit.record("grouped", kit.BIG_SQUARE, env=kit.H200, ms=ms, group_m=g, avg_watts=watts)
+        for g, ms, watts in ((1, 1.0, 600.0), (8, 0.9, 0.0))  # 600 J / 0 J was infinity
+    ]
+    db = kit.build(tmp_path / "zero.db", [kit.Batch(kit.H200, rows, sweep="zero")])
+    [row] = on(db, queries.grouping_gain, **H200_BF16).itertuples()
+    assert row.time_gain == pytest.approx(1 / 0.9)
+    assert pd.isna(row.energy_gain)

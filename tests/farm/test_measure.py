@@ -498,3 +498,17 @@ def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(
     timings = time_points(launches, [1e-3] * 2, cpu_cuda_clock, policy, random.Random(0))
     assert [t.reps for t in timings] == [4, 4] and timings[0].ms >= 1.0 and timings[1].ms >= 2.0
     assert timings[0].state.sm_clock_mhz == 1500 and timings[0].avg_watts > 0
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "joules"),
+    [
+        pytest.param(1000, 1500, 0.5, id="ticked"),
+        pytest.param(1000, 1000, None, id="did-not-tick"),
+        pytest.param(None, 1500, None, id="no-counter"),
+    ],
+)
+def test_block_energy_is_unknown_where_the_counter_did_not_tick(before, after, joules):
+    from farm.measure import _joules
+
+    assert _joules(before, after) == joules
