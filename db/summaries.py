@@ -44,6 +44,30 @@ _FILL_SPLIT_BEST = text(
 _VARIANTS_OF_SHAPE = text(f"SELECT variant FROM shape_best WHERE {_SHAPE} AND variant <> 'cublas'")
 
 
+_SPLIT = "CASE WHEN split_k = 1 THEN 0 ELSE 1 END"
+# The whole tables from every measurement: one window pass each (revision 0003's backfill, whose
+# frozen copy is in the revision).
+_REBUILD = (
+    "INSERT INTO shape_best (environment_id, dtype, m, n, k, variant, measurement_id, ms) "
+    "SELECT environment_id, dtype, m, n, k, variant, id, ms FROM (SELECT environment_id, dtype, m, n, k, "
+    "variant, id, ms, ROW_NUMBER() OVER (PARTITION BY environment_id, dtype, m, n, k, variant "
+    f"ORDER BY ms, id) AS rn FROM measurements WHERE {_OK}) x WHERE rn = 1",
+    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms) "
+    "SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms FROM (SELECT environment_id, "
+    f"dtype, m, n, k, block_m, block_n, {_SPLIT} AS is_split, id, ms, ROW_NUMBER() OVER (PARTITION BY "
+    f"environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} ORDER BY ms, id) AS rn "
+    f"FROM measurements WHERE {_OK} AND variant <> 'cublas') x WHERE rn = 1",
+)
+
+
+def rebuild(conn: Connection) -> None:
+    """Both tables from scratch: after a bulk load that bypassed db.writes (bench/db_views.py's fill)."""
+    conn.execute(text("DELETE FROM shape_best"))
+    conn.execute(text("DELETE FROM split_best"))
+    for fill in _REBUILD:
+        conn.execute(text(fill))
+
+
 def refresh(conn: Connection, environment_id: int, groups: Iterable[Group]) -> None:
     """Recompute the summary rows of these (dtype, m, n, k, variant) groups of one environment.
 
