@@ -341,9 +341,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def resume_cases(engine: Engine, env_ids: list[int]) -> list[tuple[str, Callable]]:
-    """done_keys as the driver's resume asks it: scoped to a sweep's variants, dtypes and shapes."""
+    """done_keys as the driver's resume asks it: scoped to a sweep's code version (the environment's
+    latest night), variants, dtypes and shapes."""
     with engine.connect() as conn:
-        shapes = [tuple(r) for r in conn.execute(text("SELECT DISTINCT m, n, k FROM shape_best"))]
+        shapes = [
+            tuple(r) for r in conn.execute(text("SELECT DISTINCT m, n, k FROM shape_best ORDER BY m, n, k"))
+        ]
+        latest = conn.execute(
+            text("SELECT code_version FROM measurements WHERE environment_id = :e ORDER BY id DESC LIMIT 1"),
+            {"e": env_ids[0]},
+        ).scalar_one()
     rng = random.Random(1)
     cases = []
     for label, n_shapes, variants, dtypes in (
@@ -355,8 +362,13 @@ def resume_cases(engine: Engine, env_ids: list[int]) -> list[tuple[str, Callable
         ),
         ("full-like: 130 shapes x 7 x 3 dtypes", 130, [*VARIANTS, "cublas"], list(DTYPES)),
     ):
-        scope = dict(variants=variants, dtypes=dtypes, shapes=rng.sample(shapes, n_shapes))
+        scope = dict(
+            code_versions=[latest], variants=variants, dtypes=dtypes, shapes=rng.sample(shapes, n_shapes)
+        )
         cases.append((f"done_keys ({label})", lambda c, s=scope: queries.done_keys(c, env_ids, **s)))
+    # The same sweep's scope over every code version (what a caller without code_versions reads).
+    anyv = {**scope, "code_versions": None}
+    cases.append(("done_keys (full-like, any code version)", lambda c: queries.done_keys(c, env_ids, **anyv)))
     return cases
 
 

@@ -22,12 +22,12 @@ from sqlalchemy import (
     Connection,
     Integer,
     Select,
-    and_,
     case,
     column,
     func,
     select,
     table,
+    true,
     tuple_,
     values,
 )
@@ -371,15 +371,17 @@ def done_keys(
     environment_ids: Iterable[int],
     *,
     statuses: Iterable[str] | None = None,
+    code_versions: Iterable[str] | None = None,
     variants: Iterable[str] | None = None,
     dtypes: Iterable[str] | None = None,
     shapes: Iterable[Shape] | None = None,
 ) -> set[tuple]:
     """The point keys (db.records.point_key) stored for these environments, in any status unless given.
 
-    variants, dtypes and shapes (m, n, k) narrow it to a sweep's own points, what a resume needs:
-    then it reads one range of ix_measurements_view per (environment, status, dtype, variant,
-    shape), so its cost follows the sweep, not the database (10M rows: docs/bench/db_views.md).
+    code_versions, variants, dtypes and shapes (m, n, k) narrow it to a sweep's own points, what a
+    resume needs: then it reads one range of the unique index (or of ix_measurements_view without
+    code_versions) per (environment, code version, variant, dtype, shape), so its cost follows the
+    sweep, not the database (10M rows: docs/bench/db_views.md).
     Unscoped, it reads the unique index alone; the cost is Python building the tuples, about
     1.4 µs a key here.
     """
@@ -391,9 +393,12 @@ def done_keys(
         t.c.environment_id.in_(ids)
     )
     scoped = variants is not None or dtypes is not None or shapes is not None
-    if statuses is not None or scoped:
-        # Every status word when scoped: status is the index's second column.
-        stmt = stmt.where(t.c.status.in_([str(s) for s in (Status if statuses is None else statuses)]))
+    if statuses is not None:
+        stmt = stmt.where(t.c.status.in_([str(s) for s in statuses]))
+    elif scoped and code_versions is None:  # status is ix_measurements_view's second column
+        stmt = stmt.where(t.c.status.in_([str(s) for s in Status]))
+    if code_versions is not None:  # the unique index's second column
+        stmt = stmt.where(t.c.code_version.in_(sorted({str(v) for v in code_versions})))
     if variants is not None:
         stmt = stmt.where(t.c.variant.in_(sorted({str(v) for v in variants})))
     if dtypes is not None:
@@ -403,11 +408,13 @@ def done_keys(
         if not wanted:
             return set()
         if conn.dialect.name == "postgresql":
-            # A join with the list: PostgreSQL seeks the index once per shape. It cannot use a row-value
-            # IN list as an index condition (130 shapes of a full preset: 1.5 s on 1M rows, a filter).
-            cols = [column(d, Integer) for d in "mnk"]
-            listed = values(*cols, name="wanted").data(wanted)
-            stmt = stmt.join_from(t, listed, and_(*(t.c[d] == listed.c[d] for d in "mnk")))
+            # PostgreSQL cannot use a row-value IN list as an index condition (130 shapes of a full
+            # preset: 1.5 s on 1M rows, a filter), and a plain join with the list may hash-join every
+            # row of the environment: a LATERAL subquery seeks the index once per shape (OFFSET 0 keeps
+            # the planner from flattening it into that join).
+            listed = values(*(column(d, Integer) for d in "mnk"), name="wanted").data(wanted)
+            found = stmt.where(*(t.c[d] == listed.c[d] for d in "mnk")).offset(0).lateral("found")
+            stmt = select(found).select_from(listed).join(found, true())
         else:
             stmt = stmt.where(tuple_(t.c.m, t.c.n, t.c.k).in_(wanted))
     return set(fetch(conn, stmt)[1])

@@ -127,6 +127,7 @@ class Driver:
                 conn,
                 env_ids,
                 statuses=statuses,
+                code_versions=set(self.versions.values()),
                 variants={p.variant for p in points},
                 dtypes={p.dtype for p in points},
                 shapes={p.shape for p in points},

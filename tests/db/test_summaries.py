@@ -175,5 +175,10 @@ def test_done_keys_scoped_to_a_sweep(engine: Engine) -> None:
         assert ok == {
             r.key for r in records if r.status == "ok" and r.variant in variants and (r.m, r.n, r.k) in shapes
         }
+        versions = {"c0ffee", "later"}
+        assert queries.done_keys(conn, [env_id], code_versions=versions, variants=variants) == {
+            k for k in every if k[1] in variants
+        }
+        assert queries.done_keys(conn, [env_id], code_versions=["later"]) == set()
         assert queries.done_keys(conn, [env_id], shapes=[]) == set()
         assert queries.done_keys(conn, [env_id], shapes=[(1, 2, 3)]) == set()
