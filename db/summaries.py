@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, text
 
 # (dtype, m, n, k, variant): one shape_best group of an environment.
 Group = tuple[str, int, int, int, str]
@@ -32,17 +32,17 @@ _FILL_SHAPE_BEST = text(
     f"WHERE {_SHAPE} AND variant = :v AND {_OK} ORDER BY ms, id LIMIT 1"
 )
 _DELETE_SPLIT_BEST = text(f"DELETE FROM split_best WHERE {_SHAPE}")
-# is_split 1 for any split_k but 1, as the view it replaces pairs split_k = 1 against all others.
+# is_split 1 for any split_k but 1, as the view it replaces pairs split_k = 1 against all others. The
+# variants come from shape_best (refreshed first): those with an ok row of the shape.
 _FILL_SPLIT_BEST = text(
     "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms) "
     "SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms FROM ("
     "SELECT environment_id, dtype, m, n, k, block_m, block_n, "
     "CASE WHEN split_k = 1 THEN 0 ELSE 1 END AS is_split, id, ms, ROW_NUMBER() OVER ("
     "PARTITION BY block_m, block_n, CASE WHEN split_k = 1 THEN 0 ELSE 1 END ORDER BY ms, id) AS rn "
-    f"FROM measurements WHERE {_SHAPE} AND variant IN :variants AND {_OK}) x WHERE rn = 1"
-).bindparams(bindparam("variants", expanding=True))
-_VARIANTS_OF_SHAPE = text(f"SELECT variant FROM shape_best WHERE {_SHAPE} AND variant <> 'cublas'")
-
+    f"FROM measurements WHERE {_SHAPE} AND {_OK} AND variant IN "
+    f"(SELECT variant FROM shape_best WHERE {_SHAPE} AND variant <> 'cublas')) x WHERE rn = 1"
+)
 
 _SPLIT = "CASE WHEN split_k = 1 THEN 0 ELSE 1 END"
 # The whole tables from every measurement: one window pass each (revision 0003's backfill, whose
@@ -71,8 +71,8 @@ def rebuild(conn: Connection) -> None:
 def refresh(conn: Connection, environment_id: int, groups: Iterable[Group]) -> None:
     """Recompute the summary rows of these (dtype, m, n, k, variant) groups of one environment.
 
-    Call it in the transaction that wrote their measurements, after the write. About 3 ms for a
-    flush of 5 shapes on SQLite, 10 ms on PostgreSQL (bench/db_views.py).
+    Call it in the transaction that wrote their measurements, after the write. Four statements,
+    each run for all groups or shapes at once (executemany: psycopg pipelines them).
     """
     groups = sorted(set(groups))
     if not groups:
@@ -81,9 +81,7 @@ def refresh(conn: Connection, environment_id: int, groups: Iterable[Group]) -> N
     conn.execute(_DELETE_SHAPE_BEST, per_group)
     conn.execute(_FILL_SHAPE_BEST, per_group)
     shapes = sorted({(d, m, n, k) for d, m, n, k, v in groups if v != "cublas"})
-    for d, m, n, k in shapes:
-        shape = {"e": environment_id, "d": d, "m": m, "n": n, "k": k}
-        conn.execute(_DELETE_SPLIT_BEST, shape)
-        variants = list(conn.scalars(_VARIANTS_OF_SHAPE, shape))
-        if variants:
-            conn.execute(_FILL_SPLIT_BEST, {**shape, "variants": variants})
+    if shapes:
+        per_shape = [{"e": environment_id, "d": d, "m": m, "n": n, "k": k} for d, m, n, k in shapes]
+        conn.execute(_DELETE_SPLIT_BEST, per_shape)
+        conn.execute(_FILL_SPLIT_BEST, per_shape)
