@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from db import queries, schema
 from db.engine import make_engine
+from db.merge import merge
 from db.views import VIEWS_0002
 from db.writes import environment_id
 
@@ -182,3 +183,18 @@ def test_done_keys_scoped_to_a_sweep(engine: Engine) -> None:
         assert queries.done_keys(conn, [env_id], code_versions=["later"]) == set()
         assert queries.done_keys(conn, [env_id], shapes=[]) == set()
         assert queries.done_keys(conn, [env_id], shapes=[(1, 2, 3)]) == set()
+
+
+def test_merge_keeps_the_summaries(engine: Engine, target: str, tmp_path) -> None:
+    """farm db merge writes measurements around db.writes' upsert: it refreshes what it touched."""
+    rng = random.Random(11)
+    store(engine, [random_point(rng) for _ in range(60)])
+    source = make_engine(str(tmp_path / "other.db"))
+    schema.ensure_current(source)
+    for env in (H200, A100):  # the H200's points overlap, some faster, some turned wrong
+        store(source, [random_point(rng) for _ in range(60)], env=env)
+    source.dispose()
+    merge([str(tmp_path / "other.db")], into=target)
+    with engine.connect() as conn:
+        sizes = assert_views_match_0002(conn)
+    assert all(sizes.values()), sizes
