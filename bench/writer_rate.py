@@ -9,7 +9,9 @@ with synthetic MeasurementRecord batches of the sizes N GPUs produce in a second
 measures about 23 points/s per H200 on the splitk preset, 1400/min), each flush new points as in
 a sweep, on top of what the database already holds (--db may be bench/db_views.py's 1M-row file).
 Prints per flush size: median and p95 seconds of a flush, records/s, and the share of the driver's
-second it takes. Results go in docs/cluster.md ("How many GPUs one driver feeds").
+second it takes. Results go in docs/cluster.md ("How many GPUs one driver feeds"). Since revision
+0003 a flush also recomputes the per-shape summaries of what it wrote (db.summaries); these records
+are each a new shape, the worst case for that (a sweep writes about 100 configs per shape).
 
 A throwaway PostgreSQL as tests/db/conftest.py starts one (as root: runuser -u postgres --):
     initdb -D /tmp/pg/data -U postgres --auth=trust --no-sync
@@ -33,9 +35,7 @@ from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from db import writes
-from db.models import Measurement
-from db.records import MEASUREMENT_FIELDS, EnvironmentInfo, MeasurementRecord
+from db.records import EnvironmentInfo, MeasurementRecord
 from db.schema import open_engine
 from db.writes import environment_id, finish_sweep, start_sweep, upsert_measurements
 
@@ -109,41 +109,13 @@ def records(n: int, serial: itertools.count, rng: random.Random) -> list[Measure
     return out
 
 
-def upsert_executemany(session: Session, *, environment_id: int, sweep_id: int | None, records) -> int:
-    """A prototype of a faster PostgreSQL write (not the driver's path): the one-row upsert of
-    db.writes run with executemany, which psycopg 3 pipelines. The driver's 500-row statement has
-    22,000 parameters, and psycopg re-parses a statement longer than 4096 characters or with over
-    50 parameters on every execution (psycopg/_queries.py, MAX_CACHED_STATEMENT_*): 0.25 s of
-    client CPU per 500 rows here."""
-    conn = session.connection()
-    table = Measurement.__table__
-    processors = [
-        (i, p) for i, c in enumerate(writes._COLUMNS) if (p := table.c[c].type.bind_processor(conn.dialect))
-    ]
-    sql, names, _ = writes._upsert(session, 1)
-    now = writes.utcnow()
-    rows = {}
-    for rec in records:
-        row = [environment_id, sweep_id, *map(rec.__getattribute__, MEASUREMENT_FIELDS), now]
-        row = [writes._plain(v) for v in row]
-        for i, process in processors:
-            if row[i] is not None:
-                row[i] = process(row[i])
-        rows[rec.key] = dict(zip(names, row)) if not conn.dialect.positional else tuple(row)
-    conn.exec_driver_sql(sql, list(rows.values()))
-    return len(rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", default="/tmp/writer.db", help="SQLite path or PostgreSQL URL")
     ap.add_argument("--gpus", type=int, nargs="+", default=list(GPU_COUNTS), help="flush sizes, in GPUs")
     ap.add_argument("--flushes", type=int, default=10, help="flushes timed per size")
-    ap.add_argument(
-        "--executemany", action="store_true", help="time the executemany prototype, not the driver's path"
-    )
     args = ap.parse_args(argv)
-    upsert = upsert_executemany if args.executemany else upsert_measurements
+    upsert = upsert_measurements
 
     engine = open_engine(args.db)
     rng = random.Random(0)

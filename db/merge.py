@@ -26,6 +26,7 @@ from db.errors import DatabaseError
 from db.models import POINT_KEY, Environment, Measurement, Sweep
 from db.records import utcnow
 from db.schema import open_engine
+from db.summaries import Group, refresh
 
 # Rows per INSERT: 500 rows x 44 columns = 22,000 bound parameters, under SQLite's limit of 32,766
 # and PostgreSQL's 65,535 (db.writes chooses the same).
@@ -159,6 +160,12 @@ def _measurements(
         summary.measurements_added += added
         summary.measurements_replaced += written - added
         summary.measurements_kept += held - (written - added)
+        touched: dict[int, set[Group]] = {}
+        for row in rows:
+            group = (row["dtype"], row["m"], row["n"], row["k"], row["variant"])
+            touched.setdefault(row["environment_id"], set()).add(group)
+        for env_id, groups in touched.items():
+            refresh(write, env_id, groups)
 
 
 def _held(write: Connection, rows: list[dict]) -> int:

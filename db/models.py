@@ -1,7 +1,7 @@
-"""Typed models of the three tables: environments, sweeps, measurements.
+"""Typed models of the tables: environments, sweeps, measurements, and the per-shape summaries.
 
 Column names are the field names of `db.records` (the farm's records), so a record becomes a row
-without a mapping table. Revisions 0001 and 0002 in `db/migrations` create the same schema with
+without a mapping table. Revisions 0001 to 0003 in `db/migrations` create the same schema with
 explicit DDL; `tests/db` checks that the two agree.
 """
 
@@ -231,3 +231,45 @@ class Measurement(Base):
         CheckConstraint(_in("status", Status), name="status"),
         CheckConstraint(_in("backend", Backend), name="backend"),
     )
+
+
+# ---- per-shape summaries that the writer keeps (db.summaries; revision 0003) ----
+# The fastest ok row of small groups, so the views best_configs, splitk_speedup and vs_cublas rank
+# thousands of summary rows instead of every measurement of a GPU and dtype (0.8-1.0 s each on 1M
+# rows before; docs/bench/db_views.md). Per environment: the views' gpu_name takes the best over
+# the environments of that GPU. No foreign keys: the rows are derived data, and SQLite refuses the
+# table rebuild of a later migration's batch ALTER of measurements while a foreign key points at it.
+SUMMARY_SHAPE = ("environment_id", "dtype", "m", "n", "k")
+
+
+class ShapeBest(Base):
+    """Per (environment, dtype, m, n, k, variant): the fastest ok measurement (lowest ms, then id)."""
+
+    __tablename__ = "shape_best"
+
+    environment_id: Mapped[int] = mapped_column(primary_key=True)
+    dtype: Mapped[label] = mapped_column(primary_key=True)
+    m: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(primary_key=True)
+    k: Mapped[int] = mapped_column(primary_key=True)
+    variant: Mapped[label] = mapped_column(primary_key=True)
+    measurement_id: Mapped[int]
+    ms: Mapped[float]
+
+
+class SplitBest(Base):
+    """Per (environment, dtype, m, n, k, block_m, block_n, is_split): the fastest ok measurement of any
+    variant but cuBLAS with split_k = 1 (is_split 0) or split_k > 1 (is_split 1)."""
+
+    __tablename__ = "split_best"
+
+    environment_id: Mapped[int] = mapped_column(primary_key=True)
+    dtype: Mapped[label] = mapped_column(primary_key=True)
+    m: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(primary_key=True)
+    k: Mapped[int] = mapped_column(primary_key=True)
+    block_m: Mapped[int] = mapped_column(primary_key=True)
+    block_n: Mapped[int] = mapped_column(primary_key=True)
+    is_split: Mapped[int] = mapped_column(primary_key=True)
+    measurement_id: Mapped[int]
+    ms: Mapped[float]

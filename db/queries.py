@@ -17,13 +17,26 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import ColumnElement, Connection, Select, case, column, func, select, table
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    Select,
+    case,
+    column,
+    func,
+    select,
+    table,
+    true,
+    tuple_,
+    values,
+)
 from sqlalchemy.engine.cursor import CursorFetchStrategy
 from sqlalchemy.sql.expression import TableClause
 
 from db.errors import DatabaseError
 from db.models import Environment, Measurement, Sweep
-from db.records import Backend
+from db.records import Backend, Status
 from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
 
 Filter = str | int | Sequence[str] | Sequence[int] | None
@@ -354,12 +367,23 @@ def filter_options(conn: Connection) -> dict[str, Any]:
 
 
 def done_keys(
-    conn: Connection, environment_ids: Iterable[int], *, statuses: Iterable[str] | None = None
+    conn: Connection,
+    environment_ids: Iterable[int],
+    *,
+    statuses: Iterable[str] | None = None,
+    code_versions: Iterable[str] | None = None,
+    variants: Iterable[str] | None = None,
+    dtypes: Iterable[str] | None = None,
+    shapes: Iterable[Shape] | None = None,
 ) -> set[tuple]:
     """The point keys (db.records.point_key) stored for these environments, in any status unless given.
 
-    Read from the unique index alone when no status is given; the cost is Python building the
-    tuples, about 1.4 µs a key here (docs/bench/db_views.md).
+    code_versions, variants, dtypes and shapes (m, n, k) narrow it to a sweep's own points, what a
+    resume needs: then it reads one range of the unique index (or of ix_measurements_view without
+    code_versions) per (environment, code version, variant, dtype, shape), so its cost follows the
+    sweep, not the database (10M rows: docs/bench/db_views.md).
+    Unscoped, it reads the unique index alone; the cost is Python building the tuples, about
+    1.4 µs a key here.
     """
     ids = [int(i) for i in environment_ids]
     if not ids:
@@ -368,8 +392,31 @@ def done_keys(
     stmt = select(t.c.code_version, t.c.variant, t.c.dtype, t.c.m, t.c.n, t.c.k, t.c.config_key).where(
         t.c.environment_id.in_(ids)
     )
+    scoped = variants is not None or dtypes is not None or shapes is not None
     if statuses is not None:
         stmt = stmt.where(t.c.status.in_([str(s) for s in statuses]))
+    elif scoped and code_versions is None:  # status is ix_measurements_view's second column
+        stmt = stmt.where(t.c.status.in_([str(s) for s in Status]))
+    if code_versions is not None:  # the unique index's second column
+        stmt = stmt.where(t.c.code_version.in_(sorted({str(v) for v in code_versions})))
+    if variants is not None:
+        stmt = stmt.where(t.c.variant.in_(sorted({str(v) for v in variants})))
+    if dtypes is not None:
+        stmt = stmt.where(t.c.dtype.in_(sorted({str(d) for d in dtypes})))
+    if shapes is not None:
+        wanted = sorted({tuple(int(x) for x in s) for s in shapes})
+        if not wanted:
+            return set()
+        if conn.dialect.name == "postgresql":
+            # PostgreSQL cannot use a row-value IN list as an index condition (130 shapes of a full
+            # preset: 1.5 s on 1M rows, a filter), and a plain join with the list may hash-join every
+            # row of the environment: a LATERAL subquery seeks the index once per shape (OFFSET 0 keeps
+            # the planner from flattening it into that join).
+            listed = values(*(column(d, Integer) for d in "mnk"), name="wanted").data(wanted)
+            found = stmt.where(*(t.c[d] == listed.c[d] for d in "mnk")).offset(0).lateral("found")
+            stmt = select(found).select_from(listed).join(found, true())
+        else:
+            stmt = stmt.where(tuple_(t.c.m, t.c.n, t.c.k).in_(wanted))
     return set(fetch(conn, stmt)[1])
 
 

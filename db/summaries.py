@@ -1,169 +1,87 @@
-"""PROTOTYPE (not wired in): per-shape summaries the writer keeps, so the dashboard's heavy views
-read thousands of summary rows instead of ranking every measurement of a GPU and dtype.
+"""Per-shape summaries that every writer of measurements keeps: `shape_best` and `split_best`
+(db.models), which the views best_configs, vs_cublas and splitk_speedup read (db.views VIEWS_0003).
 
-Why: at 1M rows the views take 0.83 s (best_configs), 0.96 s (splitk_speedup), 0.88 s (vs_cublas),
-each a window pass over the ~150k ok rows of one GPU and dtype; at 10M rows that is ten times as
-much. The answers only ever need the best row of small groups, and a flush of the driver touches
-a handful of shapes, so the writer can keep those bests up to date:
+Why: those views ranked every ok measurement of a GPU and dtype (0.8-1.0 s each on 1M rows, ten
+times that at 10M). Their answers only need the best row of small groups, and one flush of the
+driver touches a handful of shapes, so the writer recomputes the groups it touched, in its own
+transaction: recomputing (not min-merging) keeps them right when an upsert makes the best row
+slower or no longer ok. Revision 0003 backfills them from the measurements already stored.
 
-- `shape_best`: per (environment, dtype, m, n, k, variant) the fastest ok row (id and ms). It
-  answers best_configs and vs_cublas. About one row per 100 measurements.
-- `split_best`: per (environment, dtype, m, n, k, block_m, block_n, is_split) the fastest ok row
-  of any variant but cuBLAS, split_k = 1 (is_split 0) or > 1 (is_split 1). It answers
-  splitk_speedup. About one row per 10 measurements.
-
-Keeping them: after each upsert, in the same transaction, `refresh(conn, environment_id, shapes)`
-recomputes the summary rows of the (dtype, m, n, k) the flush touched from their measurements
-(an index range each). Recomputing, not min-merging, keeps them right when an upsert makes a row
-slower or no longer ok. `rebuild(conn)` fills them from scratch (the migration's backfill).
-
-Reading: the same LAG pairing trick as db/views.py, over the summaries; the gpu_name and dtype
-filter goes inside the window pass. Measured with bench/db_views.py --summaries (numbers in the
-report of the branch `scale`; docs/cluster.md has the design in short).
+Each group is recomputed from an exact range of ix_measurements_view (environment, status, dtype,
+variant, m, n, k): shape_best per (dtype, m, n, k, variant) with ORDER BY ms, id LIMIT 1;
+split_best per (dtype, m, n, k) over the variants that shape_best lists for that shape (the
+variants with an ok row), so the index is sought per variant instead of scanned across variants.
 """
 
 from __future__ import annotations
 
-import pandas as pd
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, text
+from collections.abc import Iterable
 
-metadata = MetaData()
-_SHAPE = (
-    Column("environment_id", Integer, primary_key=True),
-    Column("dtype", String(16), primary_key=True),
-    Column("m", Integer, primary_key=True),
-    Column("n", Integer, primary_key=True),
-    Column("k", Integer, primary_key=True),
-)
-shape_best = Table(
-    "shape_best",
-    metadata,
-    *(c.copy() for c in _SHAPE),
-    Column("variant", String(64), primary_key=True),
-    Column("measurement_id", Integer, nullable=False),
-    Column("ms", Float, nullable=False),
-)
-split_best = Table(
-    "split_best",
-    metadata,
-    *(c.copy() for c in _SHAPE),
-    Column("block_m", Integer, primary_key=True),
-    Column("block_n", Integer, primary_key=True),
-    Column("is_split", Integer, primary_key=True),
-    Column("measurement_id", Integer, nullable=False),
-    Column("ms", Float, nullable=False),
-)
+from sqlalchemy import Connection, text
+
+# (dtype, m, n, k, variant): one shape_best group of an environment.
+Group = tuple[str, int, int, int, str]
 
 _OK = "status = 'ok' AND ms IS NOT NULL"
-_KEY = "environment_id, dtype, m, n, k"
-_SHAPE_FILTER = "environment_id = :e AND dtype = :d AND m = :m AND n = :n AND k = :k"
+_SHAPE = "environment_id = :e AND dtype = :d AND m = :m AND n = :n AND k = :k"
 
+_DELETE_SHAPE_BEST = text(f"DELETE FROM shape_best WHERE {_SHAPE} AND variant = :v")
+_FILL_SHAPE_BEST = text(
+    "INSERT INTO shape_best (environment_id, dtype, m, n, k, variant, measurement_id, ms) "
+    "SELECT environment_id, dtype, m, n, k, variant, id, ms FROM measurements "
+    f"WHERE {_SHAPE} AND variant = :v AND {_OK} ORDER BY ms, id LIMIT 1"
+)
+_DELETE_SPLIT_BEST = text(f"DELETE FROM split_best WHERE {_SHAPE}")
+# is_split 1 for any split_k but 1, as the view it replaces pairs split_k = 1 against all others. The
+# variants come from shape_best (refreshed first): those with an ok row of the shape.
+_FILL_SPLIT_BEST = text(
+    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms) "
+    "SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms FROM ("
+    "SELECT environment_id, dtype, m, n, k, block_m, block_n, "
+    "CASE WHEN split_k = 1 THEN 0 ELSE 1 END AS is_split, id, ms, ROW_NUMBER() OVER ("
+    "PARTITION BY block_m, block_n, CASE WHEN split_k = 1 THEN 0 ELSE 1 END ORDER BY ms, id) AS rn "
+    f"FROM measurements WHERE {_SHAPE} AND {_OK} AND variant IN "
+    f"(SELECT variant FROM shape_best WHERE {_SHAPE} AND variant <> 'cublas')) x WHERE rn = 1"
+)
 
-def _fill(table: str, group: str, exprs: str, where: str) -> str:
-    """INSERT the best ok row of each group of measurements matching `where`; `exprs` computes the
-    `group` columns (a window's PARTITION BY cannot name a column alias of its own SELECT)."""
-    return (
-        f"INSERT INTO {table} ({_KEY}, {group}, measurement_id, ms) "
-        f"SELECT {_KEY}, {group}, id, ms FROM (SELECT {_KEY}, {_aliased(exprs, group)}, id, ms, "
-        f"ROW_NUMBER() OVER (PARTITION BY {_KEY}, {exprs} ORDER BY ms, id) AS rn "
-        f"FROM measurements WHERE {where}) x WHERE rn = 1"
-    )
-
-
-def _aliased(exprs: str, names: str) -> str:
-    return ", ".join(f"{e} AS {n}" for e, n in zip(exprs.split(", "), names.split(", ")))
-
-
-_FILLS = {
-    "shape_best": ("variant", "variant", _OK),
-    "split_best": (
-        "block_m, block_n, is_split",
-        "block_m, block_n, CASE WHEN split_k > 1 THEN 1 ELSE 0 END",
-        f"{_OK} AND variant <> 'cublas'",
-    ),
-}
-
-
-def create(conn: Connection) -> None:
-    metadata.create_all(conn)
+_SPLIT = "CASE WHEN split_k = 1 THEN 0 ELSE 1 END"
+# The whole tables from every measurement: one window pass each (revision 0003's backfill, whose
+# frozen copy is in the revision).
+_REBUILD = (
+    "INSERT INTO shape_best (environment_id, dtype, m, n, k, variant, measurement_id, ms) "
+    "SELECT environment_id, dtype, m, n, k, variant, id, ms FROM (SELECT environment_id, dtype, m, n, k, "
+    "variant, id, ms, ROW_NUMBER() OVER (PARTITION BY environment_id, dtype, m, n, k, variant "
+    f"ORDER BY ms, id) AS rn FROM measurements WHERE {_OK}) x WHERE rn = 1",
+    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms) "
+    "SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms FROM (SELECT environment_id, "
+    f"dtype, m, n, k, block_m, block_n, {_SPLIT} AS is_split, id, ms, ROW_NUMBER() OVER (PARTITION BY "
+    f"environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} ORDER BY ms, id) AS rn "
+    f"FROM measurements WHERE {_OK} AND variant <> 'cublas') x WHERE rn = 1",
+)
 
 
 def rebuild(conn: Connection) -> None:
-    """Every summary row from the measurements (a backfill: one window pass per table)."""
-    for name, (group, select, where) in _FILLS.items():
-        conn.execute(text(f"DELETE FROM {name}"))
-        conn.execute(text(_fill(name, group, select, where)))
+    """Both tables from scratch: after a bulk load that bypassed db.writes (bench/db_views.py's fill)."""
+    conn.execute(text("DELETE FROM shape_best"))
+    conn.execute(text("DELETE FROM split_best"))
+    for fill in _REBUILD:
+        conn.execute(text(fill))
 
 
-def refresh(conn: Connection, environment_id: int, shapes: set[tuple[str, int, int, int]]) -> None:
-    """Recompute the summary rows of these (dtype, m, n, k) of one environment: what a flush touched."""
-    for name, (group, select, where) in _FILLS.items():
-        delete, fill = (
-            text(f"DELETE FROM {name} WHERE {_SHAPE_FILTER}"),
-            text(_fill(name, group, select, f"{where} AND {_SHAPE_FILTER}")),
-        )
-        for dtype, m, n, k in sorted(shapes):
-            params = {"e": environment_id, "d": dtype, "m": m, "n": n, "k": k}
-            conn.execute(delete, params)
-            conn.execute(fill, params)
+def refresh(conn: Connection, environment_id: int, groups: Iterable[Group]) -> None:
+    """Recompute the summary rows of these (dtype, m, n, k, variant) groups of one environment.
 
-
-# -- reading: what the views of a revision 0003 would be --------------------------------------------
-
-_FILTER = "e.gpu_name = :gpu AND s.dtype = :dtype"
-
-
-def best_configs(conn: Connection, *, gpu_name: str, dtype: str) -> pd.DataFrame:
-    """best_configs' rows for one GPU and dtype."""
-    sql = (
-        "SELECT r.* FROM (SELECT s.measurement_id, ROW_NUMBER() OVER (PARTITION BY s.dtype, s.m, s.n, s.k, "
-        "s.variant ORDER BY s.ms, s.measurement_id) AS rn FROM shape_best s "
-        f"JOIN environments e ON e.id = s.environment_id WHERE {_FILTER}) b "
-        "JOIN results r ON r.id = b.measurement_id WHERE b.rn = 1"
-    )
-    return pd.read_sql_query(text(sql), conn, params={"gpu": gpu_name, "dtype": dtype})
-
-
-def _pairs(table: str, partition: str, is_base: str, columns: str) -> str:
-    """db/views.py's one-pass pairing (the best base row right before the best other row), over a summary."""
-    sign = f"CASE WHEN {is_base} THEN -1 ELSE 1 END"
-    return (
-        f"SELECT {columns}, s.measurement_id AS id, LAG(-{sign} * s.measurement_id) OVER w AS base_id "
-        f"FROM {table} s JOIN environments e ON e.id = s.environment_id WHERE {_FILTER} "
-        f"WINDOW w AS (PARTITION BY {partition} ORDER BY {sign}, {sign} * s.ms, {sign} * s.measurement_id)"
-    )
-
-
-def splitk_speedup(conn: Connection, *, gpu_name: str, dtype: str) -> pd.DataFrame:
-    passed = _pairs(
-        "split_best",
-        "s.dtype, s.m, s.n, s.k, s.block_m, s.block_n",
-        "s.is_split = 0",
-        "e.gpu_name, s.dtype, s.m, s.n, s.k, s.block_m, s.block_n, s.is_split",
-    )
-    sql = (
-        "SELECT p.gpu_name, p.dtype, p.m, p.n, p.k, p.block_m, p.block_n, u.tiles, eu.sm_count, "
-        "u.tiles_per_sm, "
-        "u.ms AS unsplit_ms, u.variant AS unsplit_variant, s.ms AS split_ms, s.split_k AS best_split_k, "
-        "s.variant AS best_split_variant, u.ms / NULLIF(s.ms, 0) AS speedup "
-        f"FROM ({passed}) p JOIN measurements u ON u.id = p.base_id JOIN measurements s ON s.id = p.id "
-        "JOIN environments eu ON eu.id = u.environment_id WHERE p.is_split = 1 AND p.base_id > 0"
-    )
-    return pd.read_sql_query(text(sql), conn, params={"gpu": gpu_name, "dtype": dtype})
-
-
-def vs_cublas(conn: Connection, *, gpu_name: str, dtype: str) -> pd.DataFrame:
-    passed = _pairs(
-        "shape_best",
-        "s.dtype, s.m, s.n, s.k",
-        "s.variant <> 'cublas'",
-        "e.gpu_name, s.dtype, s.m, s.n, s.k, s.variant",
-    )
-    sql = (
-        "SELECT p.gpu_name, p.dtype, p.m, p.n, p.k, t.ms AS triton_ms, t.variant AS triton_variant, "
-        "t.config_key AS triton_config_key, t.tflops AS triton_tflops, c.ms AS cublas_ms, "
-        "c.tflops AS cublas_tflops, c.ms / NULLIF(t.ms, 0) AS ratio "
-        f"FROM ({passed}) p JOIN measurements t ON t.id = p.base_id JOIN measurements c ON c.id = p.id "
-        "WHERE p.variant = 'cublas' AND p.base_id > 0"
-    )
-    return pd.read_sql_query(text(sql), conn, params={"gpu": gpu_name, "dtype": dtype})
+    Call it in the transaction that wrote their measurements, after the write. Four statements,
+    each run for all groups or shapes at once (executemany: psycopg pipelines them).
+    """
+    groups = sorted(set(groups))
+    if not groups:
+        return
+    per_group = [{"e": environment_id, "d": d, "m": m, "n": n, "k": k, "v": v} for d, m, n, k, v in groups]
+    conn.execute(_DELETE_SHAPE_BEST, per_group)
+    conn.execute(_FILL_SHAPE_BEST, per_group)
+    shapes = sorted({(d, m, n, k) for d, m, n, k, v in groups if v != "cublas"})
+    if shapes:
+        per_shape = [{"e": environment_id, "d": d, "m": m, "n": n, "k": k} for d, m, n, k in shapes]
+        conn.execute(_DELETE_SPLIT_BEST, per_shape)
+        conn.execute(_FILL_SPLIT_BEST, per_shape)

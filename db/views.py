@@ -243,3 +243,66 @@ VIEWS_0002: dict[str, str] = {
     "grouping_effect": _GROUPING,
     "vs_cublas": _VS_CUBLAS,
 }
+
+# ---- revision 0003: best_configs, splitk_speedup and vs_cublas read the per-shape summaries ----
+# shape_best and split_best (db.models, kept by db.summaries) hold the fastest ok row of each
+# environment's group, so the same pairing pass runs over about one row per 10-100 measurements.
+# The best over a GPU's environments of their bests (by ms, then id) is the best over all its rows:
+# the columns and rows are those of VIEWS_0002's views (tests/db/test_summaries.py checks it).
+_SUMMARY_SHAPE = ("e.gpu_name", "s.dtype", "s.m", "s.n", "s.k")
+_FROM_SUMMARY = "{table} s JOIN environments e ON e.id = s.environment_id"
+
+_BEST_CONFIGS_0003 = (
+    f"SELECT {', '.join(f'b.{c}' if c in (*_BEST_KEY, 'id') else f'r.{c}' for c in RESULTS_COLUMNS)} "
+    f"FROM (SELECT s.measurement_id AS id, {', '.join(_SUMMARY_SHAPE)}, s.variant, "
+    f"ROW_NUMBER() OVER (PARTITION BY {', '.join(_SUMMARY_SHAPE)}, s.variant "
+    f"ORDER BY s.ms, s.measurement_id) AS rn FROM {_FROM_SUMMARY.format(table='shape_best')}) b "
+    "JOIN results r ON r.id = b.id WHERE b.rn = 1"
+)
+
+
+def _summary_pairs(table: str, partition: tuple[str, ...], is_base: str, columns: tuple[str, ...]) -> str:
+    """_pairs over a summary table: its best base row right before its best other row."""
+    sign = f"CASE WHEN {is_base} THEN -1 ELSE 1 END"
+    return (
+        f"SELECT {', '.join(columns)}, s.measurement_id AS id, s.ms, "
+        f"LAG(-{sign} * s.measurement_id) OVER w AS base_id FROM {_FROM_SUMMARY.format(table=table)} "
+        f"WINDOW w AS (PARTITION BY {', '.join(partition)} ORDER BY {sign}, {sign} * s.ms, "
+        f"{sign} * s.measurement_id)"
+    )
+
+
+_SPLIT_PASS_0003 = _summary_pairs(
+    "split_best",
+    (*_SUMMARY_SHAPE, "s.block_m", "s.block_n"),
+    "s.is_split = 0",
+    (*_SUMMARY_SHAPE, "s.block_m", "s.block_n"),
+)
+_SPLITK_0003 = (
+    f"SELECT {_cols(_SPLIT_KEY, 'p')}, u.tiles, u.sm_count, u.tiles_per_sm, u.ms AS unsplit_ms, "
+    "u.variant AS unsplit_variant, p.ms AS split_ms, x.split_k AS best_split_k, "
+    "x.variant AS best_split_variant, "
+    f"u.ms / NULLIF(p.ms, 0) AS speedup FROM ({_SPLIT_PASS_0003}) p JOIN results u ON u.id = p.base_id "
+    "JOIN measurements x ON x.id = p.id WHERE x.split_k > 1 AND p.base_id > 0"
+)
+
+_CUBLAS_PASS_0003 = _summary_pairs(
+    "shape_best", _SUMMARY_SHAPE, "s.variant <> 'cublas'", (*_SUMMARY_SHAPE, "s.variant")
+)
+_VS_CUBLAS_0003 = (
+    f"SELECT {_cols(SHAPE, 'p')}, t.ms AS triton_ms, t.variant AS triton_variant, "
+    "t.config_key AS triton_config_key, t.tflops AS triton_tflops, "
+    "p.ms AS cublas_ms, c.tflops AS cublas_tflops, "
+    f"p.ms / NULLIF(t.ms, 0) AS ratio FROM ({_CUBLAS_PASS_0003}) p JOIN measurements t ON t.id = p.base_id "
+    "JOIN measurements c ON c.id = p.id WHERE p.variant = 'cublas' AND p.base_id > 0"
+)
+
+# Revision 0003's views, in creation order: 0002's, with the three summary readers.
+VIEWS_0003: dict[str, str] = {
+    **VIEWS_0002,
+    "best_configs": _BEST_CONFIGS_0003,
+    "splitk_speedup": _SPLITK_0003,
+    "vs_cublas": _VS_CUBLAS_0003,
+}
+# What the code at head creates (test-only later revisions drop and recreate these).
+VIEWS_HEAD = VIEWS_0003

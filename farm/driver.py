@@ -123,7 +123,15 @@ class Driver:
         env_ids = {w.env_id for w in self.workers}
         statuses = (Status.OK, Status.WRONG) if o.retry_failed else None
         with self.engine.connect() as conn:
-            done = done_keys(conn, env_ids, statuses=statuses)
+            done = done_keys(
+                conn,
+                env_ids,
+                statuses=statuses,
+                code_versions=set(self.versions.values()),
+                variants={p.variant for p in points},
+                dtypes={p.dtype for p in points},
+                shapes={p.shape for p in points},
+            )
         todo = pending(points, self.versions, done)
         self.queue.extend(make_batches(todo, self.spec.seed))
         self.sink = ResultSink.open(

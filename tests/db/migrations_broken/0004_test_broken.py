@@ -1,12 +1,12 @@
-"""Test-only revision that fails half way: the upgrade must leave the database at 0002, unchanged."""
+"""Test-only revision that fails half way: the upgrade must leave the database at 0003, unchanged."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
