@@ -35,27 +35,14 @@ from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from db.records import EnvironmentInfo, MeasurementRecord
+from bench.sample_db import H200
+from db.records import MeasurementRecord
 from db.schema import open_engine
 from db.writes import environment_id, finish_sweep, start_sweep, upsert_measurements
 
 POINTS_PER_S_PER_GPU = 23.0  # splitk preset on one H200: 1215-1452 points/min (docs/perf-notes.md)
 GPU_COUNTS = (1, 8, 32, 128, 512)
-ENV = EnvironmentInfo(
-    gpu_name="NVIDIA H200",
-    sm_count=132,
-    l2_bytes=60 * 2**20,
-    memory_bytes=150_754_820_096,
-    compute_capability="9.0",
-    driver_version="570.86.15",
-    cuda_version="12.8",
-    torch_version="2.7.0",
-    triton_version="3.4.0",
-    ray_version="2.60.0",
-    python_version="3.12.3",
-    host="bench-writer",
-    project_version="0.1.0",
-)
+ENV = dataclasses.replace(H200, host="bench-writer")  # the sample H200 every benchmark and test uses
 
 
 def records(n: int, serial: itertools.count, rng: random.Random) -> list[MeasurementRecord]:
