@@ -27,30 +27,15 @@ from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from bench.sample_db import H200
 from db import queries, schema, summaries
 from db.engine import make_engine
 from db.models import Measurement
-from db.records import MEASUREMENT_FIELDS, EnvironmentInfo
+from db.records import MEASUREMENT_FIELDS
 from db.schema import open_engine
 from db.writes import environment_id, finish_sweep, start_sweep
 
-BASE = EnvironmentInfo(
-    gpu_name="NVIDIA H200",
-    sm_count=132,
-    l2_bytes=60 * 2**20,
-    memory_bytes=150_754_820_096,
-    compute_capability="9.0",
-    driver_version="570.86.15",
-    cuda_version="12.8",
-    torch_version="2.7.0",
-    triton_version="3.4.0",
-    ray_version="2.47.0",
-    python_version="3.11.7",
-    host="gpu-node-1",
-    project_version="0.1.0",
-    peak_tflops=989.0,
-    peak_gbps=4800.0,
-)
+BASE = H200  # the sample H200 every benchmark and test uses (bench/sample_db.py)
 # (environment, share of the rows): two H200 hosts with different torch (what compare_sweeps is for),
 # an H100, an A100, and a sliver of interpreter rows from CI.
 ENVIRONMENTS = (
@@ -363,7 +348,10 @@ def resume_cases(engine: Engine, env_ids: list[int]) -> list[tuple[str, Callable
         ("full-like: 130 shapes x 7 x 3 dtypes", 130, [*VARIANTS, "cublas"], list(DTYPES)),
     ):
         scope = dict(
-            code_versions=[latest], variants=variants, dtypes=dtypes, shapes=rng.sample(shapes, n_shapes)
+            code_versions=[latest],
+            variants=variants,
+            dtypes=dtypes,
+            shapes=rng.sample(shapes, min(n_shapes, len(shapes))),
         )
         cases.append((f"done_keys ({label})", lambda c, s=scope: queries.done_keys(c, env_ids, **s)))
     # The same sweep's scope over every code version (what a caller without code_versions reads).
