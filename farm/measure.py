@@ -216,6 +216,9 @@ class TimingPolicy:
     first_sub_block_s: float = 0.02
     sub_block_s: float = 0.1
     measure_block_s: float = 0.1
+    # At the limit the measured block is longer, so that one pass can hold every sample: 300 ms is
+    # the do_bench run (rep 300 ms) that visit 16's grouping fidelity matched within 0.03 at n>=8192.
+    limit_block_s: float = 0.3
     max_settle_s: float = 1.5
     # At the limit, settle at least this long before the clocks may be compared. H200, 16384^3
     # (docs/perf-notes.md, visit 12): stopping at the first two agreeing 100 ms sub-blocks left
@@ -355,6 +358,7 @@ class CudaClock:
         self.flush_ms = self._time_flush()
         self._pending: list[tuple[Block, int]] | None = None  # profiled blocks of the open session
         self._labels = 0
+        self._profiler = None  # the open session's torch.profiler.profile
         # The first profiler session of a process starts CUPTI (up to a second): do it now, not
         # between a config's settling and its measured block, where the GPU would idle through it.
         with self.profiled():
@@ -384,6 +388,7 @@ class CudaClock:
         self._pending, self._labels = [], 0
         try:
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                self._profiler = prof
                 yield
             kernel = kernel_ms_per_launch(prof.events(), self._labels)
             for block, base in self._pending:
@@ -392,14 +397,36 @@ class CudaClock:
                     if kernel[base + j] is not None:
                         block.kernel_ms[j] = kernel[base + j]
         finally:
-            self._pending = None
+            self._pending, self._profiler = None, None
+
+    @contextlib.contextmanager
+    def _unrecorded(self):
+        """Pause the open session's collection: settling sub-blocks inside a session run as if
+        unprofiled (no per-call overhead, nothing recorded). Recording them would be costly:
+        the profiler's events() takes about 50 us per event (2-core VM), and a 20 ms sub-block of
+        a 10 us kernel records some 1,000. Yields the host factor the blocks run at."""
+        toggle = getattr(self._profiler, "toggle_collection_dynamic", None)
+        if toggle is None:  # torch without dynamic toggling: record them, queue at profiled speed
+            yield PROFILED_HOST_FACTOR
+            return
+        # CPU, CUDA and XPU together: torch 2.x logs a warning on every toggle of any other set
+        activities = [a for a in ("CPU", "CUDA", "XPU") if hasattr(torch.profiler.ProfilerActivity, a)]
+        activities = [getattr(torch.profiler.ProfilerActivity, a) for a in activities]
+        toggle(False, activities)
+        try:
+            yield 1.0
+        finally:
+            toggle(True, activities)
 
     def run(
         self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool, gpu_s: float = 0.0
     ) -> Block:
         """Time `launches` back to back; gpu_s: GPU seconds per launch if known (a shorter head start)."""
         if not profile:
-            return self._run(launches, host_s, 1.0, gpu_s, label_base=None)
+            if self._pending is None:
+                return self._run(launches, host_s, 1.0, gpu_s, label_base=None)
+            with self._unrecorded() as factor:
+                return self._run(launches, host_s, factor, gpu_s, label_base=None)
         if self._pending is None:
             with self.profiled():
                 return self.run(launches, host_s, profile=True, gpu_s=gpu_s)
@@ -501,6 +528,8 @@ class _Point:
     power_limit_w: float | None = None
     state: GpuState | None = None
     launch_s: float | None = None  # wall seconds per launch (flush included), for sizing blocks
+    below_limit: bool = False  # settled at once below the power limit: later passes skip settling
+    at_limit: bool = False  # settled at the power limit: may stop after one pass
 
     def add(
         self, block: Block, first: int = 0, count: int | None = None, share: float = 1.0, host: bool = True
@@ -664,21 +693,90 @@ def launches_in(seconds: float, launch_s: float | None, cap: int) -> int:
 def time_steady(
     launches: Sequence[Launch], host_s: Sequence[float], clock, policy: TimingPolicy, rng: random.Random
 ) -> list[Timing]:
-    """Each config in its own steady state: passes over the configs in random order, each taking
-    a block of settling sub-blocks and one profiled, measured block."""
+    """Each config in its own steady state, in passes over the configs in random order.
+
+    One block launches every config once, to size blocks in time. In pass one each config takes
+    settling sub-blocks and one profiled, measured block. A config that settled at once below the
+    power limit has a clock power does not hold: in later passes such configs share measured
+    blocks, each config's launches back to back in a fresh random order, instead of paying a
+    block's fixed cost each (about 30 ms on an H200: two NVML energy reads of 4.4 ms, the
+    head-start sleep, the sync; visit 17). A config at the limit settles again in every pass:
+    whatever ran in between moved the limiter.
+    """
     points = [_Point() for _ in launches]
     active = list(range(len(launches)))
     per_block = max(1, math.ceil(policy.min_reps / policy.min_passes))
     most_per_block = max(per_block, math.ceil(policy.max_reps / policy.min_passes))
     passes = 0
-    while active:
-        for i in rng.sample(active, len(active)):
-            _steady_block(points[i], launches[i], host_s[i], clock, policy, per_block, most_per_block)
-        passes += 1
-        if passes < policy.min_passes:
-            continue
-        active = [i for i in active if passes < policy.max_passes and not points[i].done(policy)]
+    # One profiler session for the batch: a session per measured block cost about 150 ms of idle
+    # GPU each (visit 14: 0.5 s per point below the power limit, the splitk preset unfinished in
+    # 420 s); settling sub-blocks run in it unrecorded.
+    with _session(clock):
+        if getattr(clock, "power_limited", True):  # the interpreter's clock needs no sizing
+            _size_blocks(points, launches, host_s, clock)
+        while active:
+            order = rng.sample(active, len(active))
+            _shared_blocks(
+                [i for i in order if points[i].below_limit],
+                points,
+                launches,
+                host_s,
+                clock,
+                policy,
+                per_block,
+                most_per_block,
+            )
+            for i in order:
+                if not points[i].below_limit:
+                    _steady_block(points[i], launches[i], host_s[i], clock, policy, per_block, most_per_block)
+            passes += 1
+            active = [
+                i
+                for i in active
+                if passes < policy.max_passes
+                and not (points[i].done(policy) and (passes >= policy.min_passes or points[i].at_limit))
+            ]
     return [p.timing("steady") for p in points]
+
+
+def _size_blocks(points: list[_Point], launches, host_s, clock) -> None:
+    """One unprofiled launch of each config: GPU seconds per launch (flush included), to size blocks."""
+    block = clock.run(list(launches), list(host_s), profile=False)
+    flush_ms = getattr(clock, "flush_ms", 0.0)
+    for p, ms, seconds in zip(points, block.stream_ms, host_s, strict=True):
+        p.launch_s = (ms + flush_ms) / 1e3
+        p.spent_s += seconds + p.launch_s
+
+
+def _block_size(p: _Point, policy: TimingPolicy, fewest: int, most: int) -> int:
+    return min(max(launches_in(policy.measure_block_s, p.launch_s, most), fewest), most)
+
+
+def _shared_blocks(free, points, launches, host_s, clock, policy, fewest: int, most: int) -> None:
+    """Measured blocks shared by configs below the power limit: each config's launches back to back,
+    configs packed into a block while the host can still queue it behind one head start. A block's
+    energy and time are shared by its configs in proportion to their stream time."""
+    chunks = [(i, _block_size(points[i], policy, fewest, most)) for i in free]
+    while chunks:
+        block_chunks, calls, gpu_s = [], [], math.inf
+        while chunks:
+            i, n = chunks[0]
+            trial_gpu_s = min(gpu_s, points[i].launch_s or 0.0)
+            trial = calls + [host_s[i]] * n
+            if block_chunks and head_start_us(trial, PROFILED_HOST_FACTOR, trial_gpu_s) >= MAX_SLEEP_US:
+                break
+            block_chunks.append(chunks.pop(0))
+            calls, gpu_s = trial, trial_gpu_s
+        block = clock.run(
+            [launches[i] for i, n in block_chunks for _ in range(n)], calls, profile=True, gpu_s=gpu_s
+        )
+        total_ms = sum(block.stream_ms) or 1.0
+        first = 0
+        for i, n in block_chunks:
+            share = sum(block.stream_ms[first : first + n]) / total_ms
+            points[i].add(block, first, n, share=share, host=False)  # profiled host times
+            points[i].spent_s += share * block.readings.seconds
+            first += n
 
 
 def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewest: int, most: int) -> None:
@@ -698,9 +796,21 @@ def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewes
         history.append(SubBlock(r, statistics.median(block.stream_ms)))
         p.host += block.host_ms  # host time without the profiler's own per-call cost
         if settled(history, policy) or settle_s >= policy.max_settle_s:
+            # settled at once below the limit, judged by NVML: later passes share blocks
+            p.below_limit = (
+                len(history) == 1
+                and r.sm_clock_mhz is not None
+                and not r.at_power_limit(policy.power_headroom)
+            )
             break
     gpu_s = p.launch_s or 0.0
-    n = min(max(launches_in(policy.measure_block_s, p.launch_s, most), fewest), most)
+    p.at_limit = bool(history) and not p.below_limit
+    if p.at_limit:
+        # A settled config at the limit takes all its samples at once (a pass costs it min_settle_s
+        # of settling or more): one pass where the stop rule allows, as do_bench's one run does.
+        n = min(max(launches_in(policy.limit_block_s, p.launch_s, policy.max_reps), fewest), policy.max_reps)
+    else:
+        n = _block_size(p, policy, fewest, most)
     n = min(n, max_block_launches(host_s, PROFILED_HOST_FACTOR, gpu_s))
     block = clock.run([launch] * n, [host_s] * n, profile=True, gpu_s=gpu_s)
     p.spent_s += block.readings.seconds

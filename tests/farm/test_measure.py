@@ -1,6 +1,7 @@
 """The measurement protocol's pure parts: regimes, settling, stopping rules, statistics, kernel-time
 attribution from profiler events, derived metrics. No GPU: clocks are fakes, NVML readings simulated."""
 
+import itertools
 import math
 import random
 import time
@@ -179,8 +180,9 @@ def test_below_the_power_limit_one_short_sub_block_settles():
     gpu = PowerLimitedGpu([Kernel(2.0, 300.0)])
     policy = TimingPolicy(min_reps=10, max_reps=20, target_ci=0.5)
     (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
-    # pass 1: one launch to size blocks, one 20 ms sub-block, the measured block; pass 2: the last two
-    assert [p for _, p in gpu.blocks] == [False, False, True, False, True]
+    # one launch to size blocks; pass 1: one 20 ms sub-block, the measured block; pass 2: settled
+    # below the limit in pass 1, so a measured block alone
+    assert [p for _, p in gpu.blocks] == [False, False, True, True]
     assert [n for n, _ in gpu.blocks][1] == round(0.02 / 2.07e-3)
     assert timing.reps == 20 and timing.ms == pytest.approx(2.0)
 
@@ -193,6 +195,52 @@ def test_at_the_power_limit_settling_lasts_until_the_clock_stops_moving():
     # the clock falls from 1980 towards 1386 MHz with a 0.2 s time constant: several 100 ms sub-blocks
     assert 0.3 < settle_launches * 5.07e-3 * MAX_MHZ / 1386 < policy.max_settle_s + 0.2
     assert timing.ms == pytest.approx(_steady_ms(Kernel(5.0, 1000.0)), rel=0.01)
+
+
+def test_below_the_limit_later_passes_share_measured_blocks():
+    """Pass one settles and measures each config alone; after that, configs below the limit share
+    a block, each config's launches back to back, and every sample goes to its own config."""
+    gpu = PowerLimitedGpu([Kernel(2.0, 300.0), Kernel(1.0, 200.0), Kernel(3.0, 400.0)])
+    order = []
+    run = gpu.run
+
+    def recording(launches, host_s, *, profile, gpu_s=0.0):
+        order.append(([f() for f in launches], profile))
+        return run(launches, host_s, profile=profile, gpu_s=gpu_s)
+
+    gpu.run = recording
+    policy = TimingPolicy(min_reps=12, max_reps=12, target_ci=0.5, min_passes=3)
+    launches = [lambda: 0, lambda: 1, lambda: 2]
+    timings = time_steady(launches, [1e-4] * 3, gpu, policy, random.Random(1))
+    assert order[0] == ([0, 1, 2], False)  # one launch each, to size blocks
+    shared = [ids for ids, profiled in order[1:] if profiled and len(set(ids)) > 1]
+    assert len(shared) == 2  # passes two and three
+    for ids in shared:
+        runs = [ids[0]] + [b for a, b in itertools.pairwise(ids) if a != b]
+        assert sorted(runs) == [0, 1, 2] and all(ids.count(i) == 4 for i in runs)
+    assert [t.ms for t in timings] == pytest.approx([2.0, 1.0, 3.0])
+    assert [t.reps for t in timings] == [12, 12, 12]
+
+
+def test_at_the_power_limit_every_pass_settles_again():
+    """Another config ran in between and moved the shared clock: a config at the limit settles
+    again in each pass, unlike one below it."""
+    gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
+    # a stop rule one block cannot meet (300 ms holds 42 launches of 7.2 ms at 1386 MHz): more passes
+    policy = TimingPolicy(min_reps=10, max_reps=80, target_ci=1e-9, min_passes=2, max_seconds_per_point=10)
+    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    profiled = [p for _, p in gpu.blocks]
+    assert profiled.count(True) == 2 and profiled[-1] and profiled[-2] is False
+    assert [n for n, p in gpu.blocks if p] == [42, 42] and timing.reps == 84  # max_reps: done
+
+
+def test_at_the_power_limit_one_pass_when_the_stop_rule_allows():
+    """A pass costs a config at the limit its settling: one long measured block, no second pass
+    where the samples already meet the stop rule (min_passes is for configs below the limit)."""
+    gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
+    policy = TimingPolicy(min_reps=10, max_reps=100, target_ci=0.01, min_passes=2, max_seconds_per_point=10)
+    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    assert [n for n, p in gpu.blocks if p] == [42] and timing.reps == 42
 
 
 def test_settling_stops_at_max_settle_s():
