@@ -45,6 +45,24 @@ def test_splitk_best_is_best_split_over_best_unsplit_not_the_best_block_ratio(ve
     assert dict(zip(curve.split_k, curve.speedup)) == pytest.approx({1: 1.0, 4: kit.VERDICT_SPEEDUP})
 
 
+def test_hybrid_stream_k_is_stream_k_not_the_unsplit_baseline(tmp_path: Path) -> None:
+    """streamk_hybrid splits K for its last partial wave: the fastest row of the shape, it must sit
+    beside split-K (streamk_) and leave the unsplit baseline to the tiled grid."""
+    records = [
+        kit.record(variant, kit.VERDICT_SHAPE, env=kit.H200, ms=ms, block=block, split_k=s)
+        for (variant, block, s), ms in kit.VERDICT_MS.items()
+    ]
+    hybrid = kit.record("streamk_hybrid", kit.VERDICT_SHAPE, env=kit.H200, ms=0.0150, block=kit.BLOCKS_A)
+    records.append(hybrid)
+    db = kit.build(tmp_path / "hybrid.db", [kit.Batch(kit.H200, records, sweep="splitk")])
+    [row] = on(db, queries.splitk_best).itertuples()
+    assert (row.unsplit_variant, row.unsplit_ms) == ("grouped", 0.0205)
+    assert (row.streamk_variant, row.streamk_ms) == ("streamk_hybrid", 0.0150)
+    assert row.speedup == pytest.approx(kit.VERDICT_SPEEDUP)
+    curve = on(db, queries.splitk_curve, gpu_name=kit.H200.gpu_name, dtype="bfloat16", m=96, n=7168, k=2048)
+    assert dict(zip(curve.split_k, curve.ms, strict=True))[1] == 0.0205
+
+
 def test_splitk_table_says_split_loses_outside_the_noise(verdict_db: Path) -> None:
     table = frames.splitk_table(on(verdict_db, queries.splitk_best))
     assert table.verdict.tolist() == [kit.VERDICT]
