@@ -147,7 +147,9 @@ def start_workers(
     max_restarts: int,
     inflight_per_worker: int,
 ) -> list[WorkerHandle]:
-    """One actor per GPU of the cluster (at most `workers`), each answered its info()."""
+    """One actor per GPU of the cluster (at most `workers`), started; `await_workers` waits for them.
+    Starting is quick; each actor then imports torch and opens its GPU (seconds), which the driver
+    overlaps with opening the database."""
     gpus = int(ray.cluster_resources().get("GPU", 0))
     count = min(gpus, workers) if workers else gpus
     if count < 1:
@@ -159,14 +161,15 @@ def start_workers(
         max_task_retries=0,
         max_concurrency=inflight_per_worker,
     )
-    handles = [
-        WorkerHandle(actor_class.remote(plugin_sources, backend, compile_threads)) for _ in range(count)
-    ]
+    return [WorkerHandle(actor_class.remote(plugin_sources, backend, compile_threads)) for _ in range(count)]
+
+
+def await_workers(ray, handles: list[WorkerHandle]) -> None:
+    """Each started worker's info(), once it is up."""
     infos = ray.get([w.actor.info.remote() for w in handles], timeout=600)
     for w, info in zip(handles, infos):
         w.info = info
     log.info("workers: %s", ", ".join(f"{i.worker} ({i.environment.gpu_name})" for i in infos))
-    return handles
 
 
 def stop_workers(ray, handles: list[WorkerHandle]) -> None:

@@ -23,7 +23,7 @@ from db.records import MeasurementRecord, Status
 from db.schema import ensure_current
 from db.writes import environment_id
 from farm import cluster
-from farm.faults import Fault, FaultPolicy, InFlight, failure_record
+from farm.faults import Fault, FaultPolicy, InFlight, failure_record, progress_deadline
 from farm.measure import TimingPolicy
 from farm.plan import Batch, Point, code_versions, expand, make_batches, pending
 from farm.plugins import load_plugin
@@ -94,25 +94,31 @@ class Driver:
         expand(self.spec)  # validates variants before anything is started or written
         # Ray first: an unreachable cluster is an error before the database file is created.
         started_ray = cluster.connect(ray, self.options.address, self.options.workers)
+        o = self.options
         try:
-            self.engine = make_engine(self.options.db)
-            ensure_current(self.engine, create=True)
-            return self._run(ray, plugin_sources)
+            # The workers import torch and open their GPUs while the database opens and migrates.
+            self.workers = cluster.start_workers(
+                ray,
+                plugin_sources,
+                backend=o.backend,
+                compile_threads=o.compile_threads,
+                workers=o.workers,
+                max_restarts=o.max_restarts,
+                inflight_per_worker=o.inflight_per_worker,
+            )
+            try:
+                self.engine = make_engine(o.db)
+                ensure_current(self.engine, create=True)
+                cluster.await_workers(ray, self.workers)
+                return self._run(ray)
+            finally:
+                cluster.stop_workers(ray, self.workers)
         finally:
             if started_ray:
                 ray.shutdown()
 
-    def _run(self, ray, plugin_sources: list) -> SweepResult:
+    def _run(self, ray) -> SweepResult:
         o = self.options
-        self.workers = cluster.start_workers(
-            ray,
-            plugin_sources,
-            backend=o.backend,
-            compile_threads=o.compile_threads,
-            workers=o.workers,
-            max_restarts=o.max_restarts,
-            inflight_per_worker=o.inflight_per_worker,
-        )
         with Session(self.engine) as session:
             for w in self.workers:
                 w.env_id = environment_id(session, w.info.environment)
@@ -153,7 +159,6 @@ class Driver:
             status = "interrupted"
         finally:
             signal.signal(signal.SIGTERM, previous)
-            cluster.stop_workers(ray, self.workers)
             self.sink.close(status)
         return SweepResult(
             self.sink.sweep_id,
@@ -258,11 +263,9 @@ class Driver:
             flight.phase, flight.current = item.phase, item.index
             if item.phase == "timing":
                 flight.timing = item.indices
-            if item.phase == "queued":  # waiting for the GPU behind the other batch: no deadline
-                flight.deadline = 0.0
-            else:
-                scale = 10 if item.phase == "check" else 3
-                flight.deadline = now + self.options.point_timeout_s + scale * item.estimate_s
+            flight.deadline = progress_deadline(
+                item.phase, now, flight.deadline, self.options.point_timeout_s, item.estimate_s
+            )
             return
         index = flight.index_of[(item.variant, item.config_key)]
         flight.done.add(index)

@@ -73,6 +73,19 @@ def suspects(flight: InFlight) -> set[int]:
     return set()
 
 
+def progress_deadline(phase: str, now: float, current: float, floor_s: float, estimate_s: float) -> float:
+    """When a batch in flight must next be heard from, after it reported `phase` (0.0: no deadline).
+
+    "queued": waiting for the GPU behind another batch, no deadline. "check" gets 10x its estimate
+    (a first launch may still load the kernel), every other phase 3x, over the floor. "warmup" comes
+    while the first batch compiles, so it never shortens the compile allowance already set.
+    """
+    if phase == "queued":
+        return 0.0
+    deadline = now + floor_s + (10 if phase == "check" else 3) * estimate_s
+    return max(current, deadline) if phase == "warmup" else deadline
+
+
 def failure_record(point: Point, status: str, error: str) -> MeasurementRecord:
     return point.record(status, error, operand_bytes=operand_bytes(point.m, point.n, point.k, point.dtype))
 

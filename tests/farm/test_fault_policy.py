@@ -3,7 +3,7 @@
 import pytest
 
 from db.records import Status
-from farm.faults import FaultPolicy, InFlight, suspects
+from farm.faults import FaultPolicy, InFlight, progress_deadline, suspects
 from farm.plan import Batch, Point
 from kernels import MatmulConfig
 
@@ -122,3 +122,18 @@ def test_a_quarantined_record_does_not_quarantine_again() -> None:
     echo = policy.quarantined(points(24, 40, 48)[0])
     policy.stored(points(24, 40, 48)[0], echo)
     assert "on 495x333x71" in policy.quarantined(points(64, 64, 64)[0]).error
+
+
+@pytest.mark.parametrize(
+    ("phase", "current", "expected"),
+    [
+        ("queued", 500.0, 0.0),  # behind another batch: no deadline
+        ("check", 500.0, 100 + 60 + 10 * 2.0),
+        ("timing", 500.0, 100 + 60 + 3 * 2.0),
+        ("warmup", 500.0, 500.0),  # the compile allowance set at dispatch still holds
+        ("warmup", 120.0, 100 + 60 + 3 * 2.0),  # ... unless the warm-up itself needs longer
+    ],
+    ids=["queued", "check", "timing", "warmup-keeps-compile-allowance", "warmup-extends"],
+)
+def test_progress_deadline(phase, current, expected):
+    assert progress_deadline(phase, 100.0, current, 60.0, 2.0) == pytest.approx(expected)
