@@ -1,5 +1,5 @@
-"""Is the farm faithful? Its protocol (farm.measure, no Ray) against independent references, in one
-process on one GPU, alternating round by round.
+"""Is the farm faithful? Its protocol (farm.timing over farm.clock, no Ray) against independent
+references, in one process on one GPU, alternating round by round.
 
     python bench/fidelity.py                       # writes $OUT/fidelity.csv
     python bench/fidelity.py --out docs/bench/fidelity.csv --db results.db
@@ -33,7 +33,9 @@ import torch
 import triton
 
 from farm import measure
+from farm.clock import MIN_FLUSH_BYTES, CudaClock
 from farm.gpu import Gpu
+from farm.timing import TimingPolicy, time_steady
 from kernels import MatmulConfig, get_variant
 
 ROUNDS = 5
@@ -94,7 +96,7 @@ class CuptiReference:
     """Per-launch kernel time from CUPTI with the L2 flushed before each launch, the flush dropped by name."""
 
     def __init__(self, device: torch.device, l2_bytes: int):
-        nbytes = max(measure.MIN_FLUSH_BYTES, 2 * l2_bytes)
+        nbytes = max(MIN_FLUSH_BYTES, 2 * l2_bytes)
         self.flush = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
         self.flush_names = {e.name for e in self._profile(lambda: None, 3) if not _cpu(e)}
 
@@ -123,9 +125,9 @@ def compare(study, shape, labels, launches, clock, reference, ref_method, rng) -
     """ROUNDS alternating rounds of the farm's protocol and the reference over `launches` (baseline first)."""
     host_s = [host_seconds(f) for f in launches]
     farm, ref = [], []
-    policy = measure.TimingPolicy()
+    policy = TimingPolicy()
     for _ in range(ROUNDS):
-        farm.append(measure.time_steady(launches, host_s, clock, policy, rng))
+        farm.append(time_steady(launches, host_s, clock, policy, rng))
         order = rng.sample(range(len(launches)), len(launches))
         times = {i: reference(launches[i]) for i in order}
         ref.append([times[i] for i in range(len(launches))])
@@ -243,7 +245,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     gpu = Gpu("cuda")
-    clock = measure.CudaClock(gpu.device, gpu.limits.l2_bytes, meter=gpu)
+    clock = CudaClock(gpu.device, gpu.limits.l2_bytes, meter=gpu)
     reference = CuptiReference(gpu.device, gpu.limits.l2_bytes)
     rng = random.Random(0)
     print(f"{gpu.name}: power limit {gpu.power_limit_w()} W; flush kernels {sorted(reference.flush_names)}")
@@ -262,7 +264,7 @@ def main() -> None:
         writer.writerows(asdict(r) for r in rows)
     print(f"\n{len(rows)} rows in {time.perf_counter() - start:.0f} s -> {out}")
     lost = [r.config for r in rows if r.stream_ms is not None and r.farm_ms == r.stream_ms]
-    if lost:  # farm.measure keeps the stream time of a launch whose kernels the profiler did not attribute
+    if lost:  # farm.clock keeps the stream time of a launch whose kernels the profiler did not attribute
         print(f"WARNING: kernel time = stream time (no CUPTI attribution?) for {len(lost)} rows: {lost[:3]}")
 
     def f(x, spec):

@@ -4,7 +4,7 @@ small config set against cuBLAS on the shapes the notes track.
     python bench/kernels_gpu.py --out $OUT/kernels.json
 
 Prints the two tables last. Timing here is `triton.testing.do_bench` (median, L2 flushed between
-runs); the farm's own protocol is in farm/measure.py.
+runs); the farm's own protocol is in farm/measure.py, farm/timing.py and farm/clock.py.
 """
 
 from __future__ import annotations

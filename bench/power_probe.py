@@ -5,12 +5,12 @@
 Grouped kernel, bf16, 128x256x64 tiles, 8 warps, 3 stages, group_m 1 against group_m 8, at
 n = 8192, 12288, 16384 (n^3). gain = time(group_m 1) / time(group_m 8). Regimes:
 - interleaved: single launches alternating between the configs (the farm's old protocol,
-  farm.measure.time_interleaved: one power-limiter state shared by both);
+  farm.timing.time_interleaved: one power-limiter state shared by both);
 - block_<L>ms: blocks of back-to-back launches filling L ms (10, 30, 100, 300, 1000), the configs
   alternating block by block, 3 rounds; a block's time is the median of its last half;
-- rest: single launches, each after 1 s of idle GPU (farm.measure.time_rested);
+- rest: single launches, each after 1 s of idle GPU (farm.timing.time_rested);
 - do_bench: triton.testing.do_bench, rep 300 ms, alternating, 3 rounds;
-- steady: the farm's protocol now (farm.measure.time_steady).
+- steady: the farm's protocol now (farm.timing.time_steady).
 Around every block and do_bench call: NVML's energy counter (average watts), the SM clock and the
 throttle reasons sampled every 5 ms by a thread. About 2.5 minutes on an H200; the table comes last.
 """
@@ -31,7 +31,9 @@ import torch
 import triton
 
 from farm import measure
+from farm.clock import CudaClock, max_block_launches
 from farm.gpu import THROTTLE_NAMES, Gpu
+from farm.timing import TimingPolicy, time_interleaved, time_rested, time_steady
 from kernels import MatmulConfig, get_variant
 
 SIZES = (8192, 12288, 16384)
@@ -105,10 +107,10 @@ class Row:
     throttle: str
 
 
-def back_to_back(clock: measure.CudaClock, launch, host_s: float, seconds: float, launch_s: float):
+def back_to_back(clock: CudaClock, launch, host_s: float, seconds: float, launch_s: float):
     """Launches filling `seconds`, in as few clock blocks as the head start allows; per-launch times."""
     want = max(1, round(seconds / launch_s))
-    cap = measure.max_block_launches(host_s, 1.0, launch_s)
+    cap = max_block_launches(host_s, 1.0, launch_s)
     times = []
     while want > 0:
         n = min(want, cap)
@@ -117,7 +119,7 @@ def back_to_back(clock: measure.CudaClock, launch, host_s: float, seconds: float
     return times
 
 
-def probe_size(n: int, gpu: Gpu, clock: measure.CudaClock, rows: list[Row]) -> None:
+def probe_size(n: int, gpu: Gpu, clock: CudaClock, rows: list[Row]) -> None:
     device = gpu.device
     a, b = measure.make_inputs(n, n, n, torch.bfloat16, device, seed=n)
     launcher = get_variant("grouped").launch
@@ -145,9 +147,9 @@ def probe_size(n: int, gpu: Gpu, clock: measure.CudaClock, rows: list[Row]) -> N
         rows.append(Row(regime, n, g, r, ms, launches_n, s.seconds, s.mhz, s.watts, s.joules, s.reasons))
 
     # interleaved single launches, 30 each, in random order per round (the old farm protocol)
-    policy = measure.TimingPolicy(min_reps=30, max_reps=30, regime="interleaved")
+    policy = TimingPolicy(min_reps=30, max_reps=30, regime="interleaved")
     with Sampler(gpu) as s:
-        got = measure.time_interleaved(
+        got = time_interleaved(
             [launches[g] for g in GROUPS], [host_s[g] for g in GROUPS], clock, policy, random.Random(n)
         )
     for g, t in zip(GROUPS, got):
@@ -161,12 +163,12 @@ def probe_size(n: int, gpu: Gpu, clock: measure.CudaClock, rows: list[Row]) -> N
                 tail = times[len(times) // 2 :]
                 record(f"block_{block_ms}ms", g, r, statistics.median(tail), len(times), s)
 
-    policy = measure.TimingPolicy(min_reps=3, max_reps=3, regime="rest", rest_s=1.0)
+    policy = TimingPolicy(min_reps=3, max_reps=3, regime="rest", rest_s=1.0)
     for r, g in enumerate(
         GROUPS
     ):  # time_rested alternates itself; one call per config keeps the samplers apart
         with Sampler(gpu) as s:
-            (t,) = measure.time_rested([launches[g]], [host_s[g]], clock, policy, random.Random(r))
+            (t,) = time_rested([launches[g]], [host_s[g]], clock, policy, random.Random(r))
         record("rest", g, 0, t.ms, t.reps, s)
 
     for r in range(ROUNDS):
@@ -175,9 +177,9 @@ def probe_size(n: int, gpu: Gpu, clock: measure.CudaClock, rows: list[Row]) -> N
                 ms = triton.testing.do_bench(launches[g], warmup=25, rep=300, return_mode="median")
             record("do_bench", g, r, ms, 0, s)
 
-    policy = measure.TimingPolicy()
+    policy = TimingPolicy()
     with Sampler(gpu) as s:
-        got = measure.time_steady(
+        got = time_steady(
             [launches[g] for g in GROUPS], [host_s[g] for g in GROUPS], clock, policy, random.Random(n)
         )
     for g, t in zip(GROUPS, got):
@@ -244,7 +246,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     gpu = Gpu("cuda")
-    clock = measure.CudaClock(gpu.device, gpu.limits.l2_bytes, meter=gpu)
+    clock = CudaClock(gpu.device, gpu.limits.l2_bytes, meter=gpu)
     print(
         f"{gpu.name}: power limit {gpu.power_limit_w()} W, max SM clock {gpu.max_sm_clock()} MHz", flush=True
     )

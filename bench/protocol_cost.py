@@ -17,7 +17,9 @@ from collections import defaultdict
 import torch
 
 from farm import measure
+from farm.clock import CudaClock
 from farm.gpu import Gpu
+from farm.timing import TimingPolicy, time_points
 from kernels import MatmulConfig, get_variant
 
 BATCHES = {
@@ -34,7 +36,7 @@ BATCHES = {
 class CountingClock:
     """The real clock, with the wall time of its blocks and sessions added up by kind."""
 
-    def __init__(self, clock: measure.CudaClock):
+    def __init__(self, clock: CudaClock):
         self.clock, self.seconds, self.count = clock, defaultdict(float), defaultdict(int)
 
     def __getattr__(self, name):  # power_limited, flush_ms, ...: the real clock's
@@ -52,9 +54,9 @@ class CountingClock:
 
 def main() -> None:
     gpu = Gpu("cuda")
-    clock = measure.CudaClock(gpu.device, gpu.limits.l2_bytes, meter=gpu)
+    clock = CudaClock(gpu.device, gpu.limits.l2_bytes, meter=gpu)
     measure.warm_up(gpu.device, 2.0)
-    policy = measure.TimingPolicy()
+    policy = TimingPolicy()
     for (variant, m, n, k), configs in BATCHES.items():
         a = torch.randn(m, k, device=gpu.device, dtype=torch.bfloat16)
         b = torch.randn(k, n, device=gpu.device, dtype=torch.bfloat16)
@@ -70,7 +72,7 @@ def main() -> None:
             torch.cuda.synchronize()
         counting = CountingClock(clock)
         start = time.perf_counter()
-        timings = measure.time_points(launches, host_s, counting, policy, random.Random(0))
+        timings = time_points(launches, host_s, counting, policy, random.Random(0))
         wall = time.perf_counter() - start
         print(
             f"\n{variant} {m}x{n}x{k}: {len(configs)} configs in {wall:.2f} s "

@@ -24,11 +24,11 @@ from db.schema import ensure_current
 from db.writes import environment_id
 from farm import cluster
 from farm.faults import Fault, FaultPolicy, InFlight, failure_record, progress_deadline
-from farm.measure import TimingPolicy
 from farm.plan import Batch, Point, code_versions, expand, make_batches, pending
 from farm.plugins import load_plugin
 from farm.sink import FLUSH_EVERY_S, ResultSink
 from farm.spec import GridSpec, spec_as_dict
+from farm.timing import TimingPolicy
 from farm.worker import Progress
 
 log = logging.getLogger("farm")

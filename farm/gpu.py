@@ -87,7 +87,7 @@ class GpuState:
 
 class Gpu:
     """The worker's device: CUDA with NVML, or the CPU under Triton's interpreter. Also the meter
-    (farm.measure.Meter) its clock reads around blocks: state, energy, power limit."""
+    (farm.clock.Meter) its clock reads around blocks: state, energy, power limit."""
 
     def __init__(self, backend: str):
         self.backend = backend

@@ -77,7 +77,7 @@ class ConfigAxes(_Strict):
 
 
 class Timing(_Strict):
-    """The measurement protocol's knobs (farm/measure.py says how each is used)."""
+    """The measurement protocol's knobs (farm/timing.py says how each is used)."""
 
     min_reps: PositiveInt = 10
     max_reps: PositiveInt = 100

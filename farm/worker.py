@@ -137,6 +137,7 @@ class GpuWorker:
         import torch
 
         from farm import measure
+        from farm.timing import estimate_seconds, time_points
         from kernels import DTYPES, get_variant, reference_matmul
 
         if self.poisoned:  # the driver restarts this worker and runs the batch elsewhere
@@ -189,12 +190,12 @@ class GpuWorker:
             if not ready:
                 return
             timed = [slots[i] for i in ready]
-            estimate = sum(measure.estimate_seconds(policy, s.check.host_s) for s in timed)
+            estimate = sum(estimate_seconds(policy, s.check.host_s) for s in timed)
             yield Progress("timing", estimate_s=estimate, indices=tuple(ready))
             if device.type == "cuda" and self._clock_is_low(self.gpu.state()):
                 measure.warm_up(device, 0.3)
             try:
-                timings = measure.time_points(
+                timings = time_points(
                     [s.launch for s in timed],
                     [s.check.host_s for s in timed],
                     self._clock(device),
@@ -284,13 +285,13 @@ class GpuWorker:
             return False
 
     def _clock(self, device):
-        from farm import measure
+        from farm.clock import CudaClock, HostClock
 
         if self.clock is None:
             self.clock = (
-                measure.CudaClock(device, self.gpu.limits.l2_bytes, meter=self.gpu)
+                CudaClock(device, self.gpu.limits.l2_bytes, meter=self.gpu)
                 if device.type == "cuda"
-                else measure.HostClock()
+                else HostClock()
             )
         return self.clock
 

@@ -9,17 +9,25 @@ from dataclasses import dataclass
 
 import pytest
 
-from farm.gpu import GpuState
-from farm.measure import (
+from farm.clock import (
     MAX_SLEEP_US,
     Block,
+    CudaClock,
+    HostClock,
     Readings,
-    SubBlock,
-    TimingPolicy,
-    estimate_seconds,
+    _joules,
     head_start_us,
     kernel_ms_per_launch,
     max_block_launches,
+)
+from farm.gpu import GpuState
+from farm.metrics import NOMINAL_GPU, KernelResources, derived, occupancy
+from farm.spec import SpecError, parse_spec
+from farm.spec import Timing as SpecTiming
+from farm.timing import (
+    SubBlock,
+    TimingPolicy,
+    estimate_seconds,
     median_ci_halfwidth,
     settled,
     summarize,
@@ -27,9 +35,6 @@ from farm.measure import (
     time_points,
     time_steady,
 )
-from farm.metrics import NOMINAL_GPU, KernelResources, derived, occupancy
-from farm.spec import SpecError, parse_spec
-from farm.spec import Timing as SpecTiming
 from kernels import LIBRARY_CONFIG, MatmulConfig
 
 
@@ -464,7 +469,6 @@ def test_derived_metrics_of_one_point():
 
 def test_a_host_clock_measures_without_settling():
     """The interpreter has no power limiter: the steady regime goes straight to measured blocks."""
-    from farm.measure import HostClock
 
     calls = []
     policy = TimingPolicy(min_reps=4, max_reps=4)
@@ -513,8 +517,6 @@ NO_CUDA_PROFILING = pytest.mark.filterwarnings("ignore:CUDA is not available, di
 def cpu_cuda_clock(monkeypatch):
     import torch
 
-    from farm.measure import CudaClock
-
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
@@ -557,6 +559,5 @@ def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(
     ],
 )
 def test_block_energy_is_unknown_where_the_counter_did_not_tick(before, after, joules):
-    from farm.measure import _joules
 
     assert _joules(before, after) == joules

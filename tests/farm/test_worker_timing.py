@@ -3,8 +3,8 @@
 import pytest
 
 from db.records import Status
-from farm.measure import TimingPolicy
 from farm.plan import Batch, Point
+from farm.timing import TimingPolicy
 from kernels import MatmulConfig
 
 

@@ -1,0 +1,322 @@
+"""How one block of launches is timed on the GPU, and what NVML says about it (farm.timing decides
+which blocks run when).
+
+A block is back-to-back launches of one or more launchers, each behind an L2 flush, queued behind
+a GPU sleep as long as the host needs to queue them, so host time stays out of the events.
+Three times per launch:
+- kernel time (`ms`, the main figure): the sum of the launcher's GPU kernel durations as CUPTI
+  records them (torch.profiler), what Nsight and CUDA graphs see;
+- stream time: CUDA events around the launcher, idle gaps between its kernels included (a split
+  launcher's zero, kernel and cast: 18.8 us of events against 12.5 us of kernels at
+  128x128x32768 on an H200);
+- host time of one launcher call.
+Around each block: NVML's total-energy counter, and the SM clock and throttle reasons sampled
+while it runs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from farm.gpu import GpuState
+
+Launch = Callable[[], torch.Tensor]
+
+# L2 flush: writing 2x the L2 evicts it; at least 256 MiB, as triton.testing.do_bench does.
+MIN_FLUSH_BYTES = 256 * 2**20
+# torch.cuda._sleep spins this many cycles per microsecond at about 1.4-2 GHz; the estimate only
+# has to be long enough, not exact.
+SLEEP_CYCLES_PER_US = 2000
+MAX_SLEEP_US = 50_000
+# Host time per launch besides the launcher itself: the flush's zero_ and two event records.
+ENQUEUE_OVERHEAD_US = 20
+# Under torch.profiler every CUDA call also records an event: queue slower, sleep longer.
+PROFILED_HOST_FACTOR = 3.0
+# Throttle-reason bits of the power limiter (nvml.h: SW power cap 0x4, HW power brake 0x80).
+POWER_CAP_BITS = 0x4 | 0x80
+# record_function label of one launcher call in a profiled block: farm_launch_<index>.
+LAUNCH_LABEL = "farm_launch_"
+# Host poll period while a block runs, to sample the SM clock through NVML (tens of us a read).
+POLL_S = 0.002
+
+
+class Meter:
+    """NVML readings a clock takes around blocks; farm.gpu.Gpu implements them. This one reads
+    nothing (CPU, or no NVML)."""
+
+    def state(self) -> GpuState:
+        return GpuState()
+
+    def energy_mj(self) -> int | None:
+        return None
+
+    def power_limit_w(self) -> float | None:
+        return None
+
+
+# -- one block of launches -----------------------------------------------------------------------
+
+
+@dataclass
+class Readings:
+    """NVML over one block: wall seconds, energy, mean SM clock of the samples taken while it ran."""
+
+    seconds: float
+    joules: float | None = None
+    sm_clock_mhz: float | None = None
+    power_limit_w: float | None = None
+    state: GpuState = field(default_factory=GpuState)
+
+    @property
+    def watts(self) -> float | None:
+        return self.joules / self.seconds if self.joules is not None and self.seconds > 0 else None
+
+    def at_power_limit(self, headroom: float) -> bool:
+        """The power limiter held the clock, or the block drew `headroom` of the power allowed."""
+        if self.state.throttle_mask & POWER_CAP_BITS:
+            return True
+        return bool(self.watts and self.power_limit_w and self.watts >= headroom * self.power_limit_w)
+
+
+@dataclass
+class Block:
+    """Per launch of a block: kernel, stream and host milliseconds; and the block's readings."""
+
+    kernel_ms: list[float]
+    stream_ms: list[float]
+    host_ms: list[float]
+    readings: Readings
+
+
+def head_start_us(host_s: Sequence[float], factor: float = 1.0, gpu_s: float = 0.0) -> float:
+    """GPU sleep that lets the host queue each launch before the GPU reaches it.
+
+    Launch j is queued after the host's first j+1 calls and reached by the GPU after the sleep
+    and j launches of gpu_s each (0: unknown, the whole queueing time). A block of a 1 ms kernel
+    with 60 us of host time per launch then sleeps 0.2 ms, not 9 ms: the sleep is idle GPU,
+    which would let the power limiter relax inside a block meant to hold it steady.
+    """
+    queued_us, ahead_us = 0.0, 0.0
+    for j, h in enumerate(host_s):
+        queued_us += factor * (1e6 * h + ENQUEUE_OVERHEAD_US)
+        ahead_us = max(ahead_us, queued_us - j * 1e6 * gpu_s)
+    return min(MAX_SLEEP_US, 1.5 * ahead_us + 100)
+
+
+def max_block_launches(host_s: float, factor: float = 1.0, gpu_s: float = 0.0) -> int:
+    """Launches of one launcher that the longest head start covers (10,000 if the GPU is the slower)."""
+    host_us = factor * (1e6 * host_s + ENQUEUE_OVERHEAD_US)
+    gain_us = host_us - 1e6 * gpu_s  # how much further the host falls behind per launch
+    if gain_us <= 0:
+        return 10_000
+    return max(1, min(10_000, int(((MAX_SLEEP_US - 100) / 1.5 - host_us) / gain_us) + 1))
+
+
+def kernel_ms_per_launch(events, n_launches: int, label: str = LAUNCH_LABEL) -> list[float | None]:
+    """Sum of GPU activity durations per launch, from torch.profiler FunctionEvents.
+
+    Each launcher call ran inside record_function(f"{label}{i}"). A GPU activity (kernel, memset,
+    memcpy) belongs to the launch whose host range holds the CUDA runtime/driver call that issued
+    it (same correlation id); the flush and the head-start sleep were issued outside every range
+    and drop out. None for a launch with no activity (the profiler lost it).
+    """
+    host_spans, gpu_spans, issued, device = [], [], {}, []
+    for e in events:
+        name, cpu = e.name, _is_cpu(e)
+        if name.startswith(label):
+            spans = host_spans if cpu else gpu_spans  # the GPU-side span covers the range's GPU work
+            spans.append((e.time_range.start, e.time_range.end, int(name[len(label) :])))
+        elif cpu and name.startswith("cu"):  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync...
+            issued[e.id] = e.time_range.start
+        elif not cpu and not getattr(e, "is_user_annotation", False):
+            device.append(e)
+    total: list[float | None] = [None] * n_launches
+    for e in device:
+        t = issued.get(e.id)
+        # by the host call that issued it; else (no runtime event recorded) by the GPU-side span
+        i = _span_of(host_spans, t) if t is not None else _span_of(gpu_spans, e.time_range.start)
+        if i is not None and 0 <= i < n_launches:
+            total[i] = (total[i] or 0.0) + (e.time_range.end - e.time_range.start) / 1e3
+    return total
+
+
+def _span_of(spans: list[tuple[float, float, int]], t: float) -> int | None:
+    spans.sort()
+    j = bisect.bisect_right(spans, (t, math.inf, 0)) - 1
+    return spans[j][2] if j >= 0 and t <= spans[j][1] else None
+
+
+def _is_cpu(event) -> bool:
+    return str(getattr(event, "device_type", "CPU")).endswith("CPU")
+
+
+class CudaClock:
+    """Cold-L2 GPU timing: blocks of launches, each behind a flush, queued behind a sleep."""
+
+    def __init__(self, device: torch.device, l2_bytes: int, meter: Meter | None = None):
+        self.device = device
+        self.meter = meter or Meter()
+        nbytes = max(MIN_FLUSH_BYTES, 2 * l2_bytes)
+        self.flush_buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+        self.flush_ms = self._time_flush()
+        self._pending: list[tuple[Block, int]] | None = None  # profiled blocks of the open session
+        self._labels = 0
+        self._profiler = None  # the open session's torch.profiler.profile
+        # The first profiler session of a process starts CUPTI (up to a second): do it now, not
+        # between a config's settling and its measured block, where the GPU would idle through it.
+        with self.profiled():
+            self.flush_buffer.zero_()
+
+    def _time_flush(self, n: int = 5) -> float:
+        """GPU time of one flush (about 0.07 ms for 256 MiB on an H200), for sizing blocks in time."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.flush_buffer.zero_()
+        start.record()
+        for _ in range(n):
+            self.flush_buffer.zero_()
+        end.record()
+        torch.cuda.synchronize(self.device)
+        return start.elapsed_time(end) / n
+
+    @contextlib.contextmanager
+    def profiled(self):
+        """One torch.profiler session over every profiled block run inside it; their kernel times
+        are stream times until it closes, then CUPTI's. Starting and stopping the profiler costs
+        host time while the GPU idles: a session keeps that out of the rounds of a regime."""
+        if self._pending is not None:  # already in a session
+            yield
+            return
+        from torch.profiler import ProfilerActivity, profile
+
+        self._pending, self._labels = [], 0
+        try:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                self._profiler = prof
+                yield
+            kernel = kernel_ms_per_launch(prof.events(), self._labels)
+            for block, base in self._pending:
+                for j in range(len(block.kernel_ms)):
+                    # a launch the profiler lost keeps its stream time (never silently zero)
+                    if kernel[base + j] is not None:
+                        block.kernel_ms[j] = kernel[base + j]
+        finally:
+            self._pending, self._profiler = None, None
+
+    @contextlib.contextmanager
+    def _unrecorded(self):
+        """Pause the open session's collection: settling sub-blocks inside a session run as if
+        unprofiled (no per-call overhead, nothing recorded). Recording them would be costly:
+        the profiler's events() takes about 50 us per event (2-core VM), and a 20 ms sub-block of
+        a 10 us kernel records some 1,000. Yields the host factor the blocks run at."""
+        toggle = getattr(self._profiler, "toggle_collection_dynamic", None)
+        if toggle is None:  # torch without dynamic toggling: record them, queue at profiled speed
+            yield PROFILED_HOST_FACTOR
+            return
+        # CPU, CUDA and XPU together: torch 2.x logs a warning on every toggle of any other set
+        activities = [a for a in ("CPU", "CUDA", "XPU") if hasattr(torch.profiler.ProfilerActivity, a)]
+        activities = [getattr(torch.profiler.ProfilerActivity, a) for a in activities]
+        toggle(False, activities)
+        try:
+            yield 1.0
+        finally:
+            toggle(True, activities)
+
+    def run(
+        self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool, gpu_s: float = 0.0
+    ) -> Block:
+        """Time `launches` back to back; gpu_s: GPU seconds per launch if known (a shorter head start)."""
+        if not profile:
+            if self._pending is None:
+                return self._run(launches, host_s, 1.0, gpu_s, label_base=None)
+            with self._unrecorded() as factor:
+                return self._run(launches, host_s, factor, gpu_s, label_base=None)
+        if self._pending is None:
+            with self.profiled():
+                return self.run(launches, host_s, profile=True, gpu_s=gpu_s)
+        block = self._run(launches, host_s, PROFILED_HOST_FACTOR, gpu_s, label_base=self._labels)
+        self._pending.append((block, self._labels))
+        self._labels += len(launches)
+        return block
+
+    def _run(self, launches, host_s, factor: float, gpu_s: float, *, label_base: int | None) -> Block:
+        from torch.profiler import record_function
+
+        meter = self.meter
+        energy0, t0 = meter.energy_mj(), time.perf_counter()
+        torch.cuda._sleep(int(head_start_us(host_s, factor, gpu_s) * SLEEP_CYCLES_PER_US))
+        events, host_ms = [], []
+        for i, launch in enumerate(launches):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.flush_buffer.zero_()
+            start.record()
+            h0 = time.perf_counter()
+            if label_base is not None:
+                with record_function(f"{LAUNCH_LABEL}{label_base + i}"):
+                    launch()
+            else:
+                launch()
+            host_ms.append((time.perf_counter() - h0) * 1e3)
+            end.record()
+            events.append((start, end))
+        clocks, state = [], GpuState()
+        last = events[-1][1]
+        while not last.query():  # sample the clock while the block runs
+            s = meter.state()
+            state = state.merge(s) if clocks else s
+            if s.sm_clock_mhz is not None:
+                clocks.append(s.sm_clock_mhz)
+            time.sleep(POLL_S)
+        torch.cuda.synchronize(self.device)
+        seconds = time.perf_counter() - t0
+        energy1, end_state = meter.energy_mj(), meter.state()
+        state = state.merge(end_state) if clocks else end_state
+        if end_state.sm_clock_mhz is not None and not clocks:
+            clocks.append(end_state.sm_clock_mhz)
+        stream = [start.elapsed_time(end) for start, end in events]
+        readings = Readings(
+            seconds,
+            _joules(energy0, energy1),
+            statistics.fmean(clocks) if clocks else None,
+            meter.power_limit_w(),
+            state,
+        )
+        return Block(list(stream), stream, host_ms, readings)
+
+
+def _joules(energy0_mj: int | None, energy1_mj: int | None) -> float | None:
+    """Energy of a block from NVML's counter, None where it did not advance: the counter moves in
+    steps (44 of 136 rows of visit 14's grouping sweep, blocks of 20 ms and less, read 0 J), and a
+    block it did not tick in has an unknown energy, not none."""
+    if energy0_mj is None or energy1_mj is None or energy1_mj <= energy0_mj:
+        return None
+    return (energy1_mj - energy0_mj) / 1e3
+
+
+class HostClock:
+    """Interpreter backend: wall-clock time of each call on the CPU; kernel = stream = host time.
+    No power limiter to wait for: the steady regime measures at once."""
+
+    power_limited = False
+    flush_ms = 0.0
+
+    def profiled(self):
+        return contextlib.nullcontext()
+
+    def run(
+        self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool, gpu_s: float = 0.0
+    ) -> Block:
+        times = []
+        t0 = time.perf_counter()
+        for launch in launches:
+            start = time.perf_counter()
+            launch()
+            times.append((time.perf_counter() - start) * 1e3)
+        return Block(times, list(times), list(times), Readings(time.perf_counter() - t0))

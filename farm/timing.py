@@ -1,0 +1,450 @@
+"""The timing regimes (stored on every row as `timing_regime`) and the stop rule, over farm.clock.
+
+- "steady" (default): each config in its own steady state under the power limit, which is what
+  do_bench and Triton's autotuner see. Settling sub-blocks run until NVML says the clock has
+  settled: at once where the GPU is below its power limit, else until the mean SM clock of two
+  successive sub-blocks agrees after at least min_settle_s (`settled`). Then a profiled block
+  gives the samples. Configs take their blocks in a fresh random order each pass, so slow drift is
+  spread; below the limit, later passes share measured blocks (`time_steady`).
+  Why: on an H200 at 16384^3, interleaving every config launch by launch shared one power
+  limiter state between them and shrank the group_m 8 gain from 1.13-1.17 (do_bench) to
+  1.01-1.05; blocks of 20 back-to-back launches (260 ms) gave 1.14-1.17. At 8192 even 32 ms
+  blocks stayed at 0.98-1.05 against 1.05-1.09: what counts is time on the limiter's scale
+  (hundreds of ms), not a launch count. The GPU drew 684-692 W against its 700 W limit.
+- "interleaved": rounds that launch every unfinished config once in random order (the farm's
+  protocol before; the power state is shared, ratios shrink where the limiter acts). One
+  profiler session spans the rounds, so profiling adds no idle gaps between them.
+- "rest": single launches, each after the GPU rested `rest_s` (boost clock, cold limiter).
+
+A point stops once the 95% confidence interval of its median kernel time is within +-target_ci
+(after min_reps), at max_reps, or once it has used its time cap. Energy: avg_watts = joules /
+seconds over the point's metered blocks; joules_per_launch = avg_watts x kernel time (the block's
+mean power charged to the launcher's kernels; the flush and the head-start sleep are not the
+launcher's work).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from farm.clock import (
+    MAX_SLEEP_US,
+    PROFILED_HOST_FACTOR,
+    Block,
+    Launch,
+    Readings,
+    head_start_us,
+    max_block_launches,
+)
+from farm.gpu import GpuState
+
+REGIMES = ("steady", "interleaved", "rest")
+
+
+# -- statistics ----------------------------------------------------------------------------------
+
+
+def median_ci_halfwidth(samples: Sequence[float]) -> float:
+    """Relative half-width of a 95% confidence interval of the median (order statistics)."""
+    xs = sorted(samples)
+    n = len(xs)
+    half = 1.96 * math.sqrt(n) / 2
+    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    med = statistics.median(xs)
+    return (xs[hi] - xs[lo]) / (2 * med) if med > 0 else math.inf
+
+
+def _quantiles(samples: Sequence[float]) -> tuple[float, float]:
+    if len(samples) < 2:
+        return samples[0], samples[0]
+    q = statistics.quantiles(samples, n=5, method="inclusive")
+    return q[0], q[3]
+
+
+@dataclass
+class Timing:
+    """One point's timing: kernel time (median, p20, p80) is the main figure."""
+
+    ms: float
+    ms_p20: float
+    ms_p80: float
+    reps: int
+    stream_ms: float | None = None
+    host_ms: float | None = None
+    avg_watts: float | None = None
+    joules_per_launch: float | None = None
+    power_limit_w: float | None = None
+    regime: str = "steady"
+    state: GpuState = field(default_factory=GpuState)
+
+
+def summarize(samples: Sequence[float]) -> Timing:
+    p20, p80 = _quantiles(samples)
+    return Timing(statistics.median(samples), p20, p80, len(samples))
+
+
+# -- policy --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TimingPolicy:
+    min_reps: int = 10
+    max_reps: int = 100
+    target_ci: float = 0.005
+    max_seconds_per_point: float = 1.0
+    regime: str = "steady"
+    # steady: a block's settling sub-blocks and its measured block, in seconds of GPU work.
+    # 20 ms tells a GPU below its power limit (one sub-block, then measure); at the limit, sub-blocks
+    # of 100 ms until the mean clock of two in a row agrees within clock_tol (the limiter's time
+    # scale is hundreds of ms: H200, 16384^3, see the module docstring), 1.5 s at most. With a
+    # clock relaxing exponentially (time constant 0.2 s, tests/farm/test_measure.py), 1% left the
+    # ratio of two configs 1.1% off and 0.5% left it 0.5% off; NVML's clock moves in 15 MHz steps
+    # (1% at 1500 MHz), so the mean of the ~20 samples per sub-block is what is compared.
+    first_sub_block_s: float = 0.02
+    sub_block_s: float = 0.1
+    measure_block_s: float = 0.1
+    # At the limit the measured block is longer, so that one pass can hold every sample: 300 ms is
+    # the do_bench run (rep 300 ms) that visit 16's grouping fidelity matched within 0.03 at n>=8192.
+    limit_block_s: float = 0.3
+    max_settle_s: float = 1.5
+    # At the limit, settle at least this long before the clocks may be compared. H200, 16384^3
+    # (docs/perf-notes.md, visit 12): stopping at the first two agreeing 100 ms sub-blocks left
+    # group_m 8 at 1582 MHz where 1 s blocks settle at 1422 MHz, and the gain at 1.20 against
+    # do_bench's 1.13; blocks of 300 ms and more gave 1.11-1.12.
+    min_settle_s: float = 0.4
+    clock_tol: float = 0.005
+    # At the limit when the power limiter's throttle bit is set or the block drew this share of it.
+    power_headroom: float = 0.95
+    min_passes: int = 2
+    max_passes: int = 20
+    # rest: host seconds the GPU idles before each single launch.
+    rest_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.regime not in REGIMES:
+            raise ValueError(f"timing regime {self.regime!r} is not one of {', '.join(REGIMES)}")
+
+    @classmethod
+    def from_spec(cls, timing) -> TimingPolicy:
+        """From farm.spec.Timing (the spec's `timing:` mapping)."""
+        return cls(
+            min_reps=timing.min_reps,
+            max_reps=timing.max_reps,
+            target_ci=timing.target_ci,
+            max_seconds_per_point=timing.max_seconds_per_point,
+            regime=timing.regime,
+            max_settle_s=timing.max_settle_s,
+            rest_s=timing.rest_s,
+        )
+
+
+# -- per point bookkeeping -----------------------------------------------------------------------
+
+
+@dataclass
+class _Point:
+    # (block, first, end): kernel times are read at the end, a session may fill them in later
+    parts: list[tuple[Block, int, int]] = field(default_factory=list)
+    stream: list[float] = field(default_factory=list)
+    host: list[float] = field(default_factory=list)
+    spent_s: float = 0.0  # GPU and host seconds this point used (settling included)
+    joules: float = 0.0
+    metered_s: float = 0.0  # seconds of blocks with an energy reading
+    clock_sum: float = 0.0  # clock x seconds of measured blocks, for the mean clock
+    clocked_s: float = 0.0
+    power_limit_w: float | None = None
+    state: GpuState | None = None
+    launch_s: float | None = None  # wall seconds per launch (flush included), for sizing blocks
+    below_limit: bool = False  # settled at once below the power limit: later passes skip settling
+    at_limit: bool = False  # settled at the power limit: may stop after one pass
+
+    def add(
+        self, block: Block, first: int = 0, count: int | None = None, share: float = 1.0, host: bool = True
+    ) -> None:
+        """Take samples first..first+count of `block` and `share` of its energy and time."""
+        end = len(block.kernel_ms) if count is None else first + count
+        self.parts.append((block, first, end))
+        self.stream += block.stream_ms[first:end]
+        if host:
+            self.host += block.host_ms[first:end]
+        r = block.readings
+        if r.joules is not None:
+            self.joules += share * r.joules
+            self.metered_s += share * r.seconds
+        if r.sm_clock_mhz is not None:
+            self.clock_sum += share * r.seconds * r.sm_clock_mhz
+            self.clocked_s += share * r.seconds
+        self.power_limit_w = r.power_limit_w or self.power_limit_w
+        self.state = r.state if self.state is None else self.state.merge(r.state)
+
+    @property
+    def kernel(self) -> list[float]:
+        return [ms for block, first, end in self.parts for ms in block.kernel_ms[first:end]]
+
+    def done(self, policy: TimingPolicy) -> bool:
+        """The stop rule, on the kernel times known so far (inside a profiler session: stream times)."""
+        kernel = self.kernel
+        if len(kernel) >= policy.max_reps:
+            return True
+        if len(kernel) < policy.min_reps:
+            return False
+        return self.spent_s >= policy.max_seconds_per_point or median_ci_halfwidth(kernel) <= policy.target_ci
+
+    def timing(self, regime: str) -> Timing:
+        t = summarize(self.kernel)
+        watts = self.joules / self.metered_s if self.metered_s > 0 else None
+        state = self.state or GpuState()
+        if self.clocked_s > 0:  # the mean clock while measured, not one reading at an end
+            state = GpuState(round(self.clock_sum / self.clocked_s), state.temperature_c, state.throttle_mask)
+        t.stream_ms = statistics.median(self.stream)
+        t.host_ms = statistics.median(self.host)
+        t.avg_watts = watts
+        t.joules_per_launch = watts * t.ms / 1e3 if watts is not None else None
+        t.power_limit_w = self.power_limit_w
+        t.regime = regime
+        t.state = state
+        return t
+
+
+# -- the regimes ---------------------------------------------------------------------------------
+
+
+def estimate_seconds(policy: TimingPolicy, host_s: float) -> float:
+    """The longest one point's timing should take (the driver's deadline is a multiple of it)."""
+    if policy.regime == "steady":
+        one_pass = (
+            policy.first_sub_block_s + policy.max_settle_s + policy.sub_block_s + policy.measure_block_s
+        )
+        return max(policy.max_seconds_per_point, policy.min_passes * one_pass) + one_pass
+    if policy.regime == "rest":  # min_reps launches; each rest counts towards the cap
+        return policy.min_reps * (policy.rest_s + 0.1)
+    # interleaved: a profiled round costs about 20 ms of host work besides the launches
+    return min(policy.max_seconds_per_point, policy.max_reps * host_s * 2) + 0.02 * policy.max_reps
+
+
+def time_points(
+    launches: Sequence[Launch], host_s: Sequence[float], clock, policy: TimingPolicy, rng: random.Random
+) -> list[Timing]:
+    """Time the launchers of one batch in the policy's regime."""
+    if policy.regime == "steady":
+        return time_steady(launches, host_s, clock, policy, rng)
+    if policy.regime == "rest":
+        return time_rested(launches, host_s, clock, policy, rng)
+    return time_interleaved(launches, host_s, clock, policy, rng)
+
+
+def time_interleaved(
+    launches: Sequence[Launch], host_s: Sequence[float], clock, policy: TimingPolicy, rng: random.Random
+) -> list[Timing]:
+    """Rounds that launch every unfinished launcher once, in a fresh random order, all in one
+    profiler session (no profiler start and stop between rounds: the GPU would idle for them).
+    A round's energy and time are shared by its launches in proportion to their stream time."""
+    points = [_Point() for _ in launches]
+    active = list(range(len(launches)))
+    with _session(clock):
+        while active:
+            order = rng.sample(active, len(active))
+            block = clock.run([launches[i] for i in order], [host_s[i] for i in order], profile=True)
+            total_ms = sum(block.stream_ms) or 1.0
+            for j, i in enumerate(order):
+                points[i].add(block, j, 1, share=block.stream_ms[j] / total_ms)
+                points[i].spent_s += block.stream_ms[j] / 1e3 + host_s[i]
+            active = [i for i in active if not points[i].done(policy)]
+    return [p.timing("interleaved") for p in points]
+
+
+def _session(clock):
+    """The clock's profiler session (fakes in tests have none)."""
+    profiled = getattr(clock, "profiled", None)
+    return profiled() if profiled is not None else contextlib.nullcontext()
+
+
+def time_rested(
+    launches: Sequence[Launch], host_s: Sequence[float], clock, policy: TimingPolicy, rng: random.Random
+) -> list[Timing]:
+    """Single launches, each after the GPU rested `rest_s`; rounds in random order. The rest counts
+    towards the time cap: with the defaults a point gets min_reps launches."""
+    points = [_Point() for _ in launches]
+    active = list(range(len(launches)))
+    with _session(clock):
+        while active:
+            for i in rng.sample(active, len(active)):
+                time.sleep(policy.rest_s)
+                block = clock.run([launches[i]], [host_s[i]], profile=True)
+                points[i].add(block)
+                points[i].spent_s += policy.rest_s + block.readings.seconds
+            active = [i for i in active if not points[i].done(policy)]
+    return [p.timing("rest") for p in points]
+
+
+@dataclass(frozen=True)
+class SubBlock:
+    """What settling looks at: a sub-block's readings and its median stream time."""
+
+    readings: Readings
+    median_ms: float
+
+
+def settled(history: Sequence[SubBlock], policy: TimingPolicy) -> bool:
+    """Has the config reached its steady state under the power limit?
+
+    Below the limit after a sub-block long enough to judge (first_sub_block_s): yes, the clock
+    is not held by power. At the limit: once it has run min_settle_s and the mean SM clock of the
+    last two sub-blocks agrees within clock_tol. Without clock readings (no NVML), the median
+    times must agree instead.
+    """
+    last = history[-1]
+    if last.readings.seconds < 0.5 * policy.first_sub_block_s:
+        return False  # too short to read power from (a one-launch estimate)
+    if not last.readings.at_power_limit(policy.power_headroom) and last.readings.sm_clock_mhz is not None:
+        return True
+    if len(history) < 2:
+        return False
+    prev = history[-2]
+    if prev.readings.seconds < 0.5 * policy.first_sub_block_s:
+        return False
+    a, b = prev.readings.sm_clock_mhz, last.readings.sm_clock_mhz
+    if a is not None and b is not None:
+        long_enough = sum(h.readings.seconds for h in history) >= policy.min_settle_s
+        return long_enough and abs(b - a) <= policy.clock_tol * a
+    return abs(last.median_ms - prev.median_ms) <= policy.clock_tol * prev.median_ms
+
+
+def launches_in(seconds: float, launch_s: float | None, cap: int) -> int:
+    """Back-to-back launches that fill `seconds` (1 while the launch time is unknown)."""
+    if launch_s is None or launch_s <= 0:
+        return 1
+    return max(1, min(cap, round(seconds / launch_s)))
+
+
+def time_steady(
+    launches: Sequence[Launch], host_s: Sequence[float], clock, policy: TimingPolicy, rng: random.Random
+) -> list[Timing]:
+    """Each config in its own steady state, in passes over the configs in random order.
+
+    One block launches every config once, to size blocks in time. In pass one each config takes
+    settling sub-blocks and one profiled, measured block. A config that settled at once below the
+    power limit has a clock power does not hold: in later passes such configs share measured
+    blocks, each config's launches back to back in a fresh random order, instead of paying a
+    block's fixed cost each (about 30 ms on an H200: two NVML energy reads of 4.4 ms, the
+    head-start sleep, the sync; visit 17). A config at the limit settles again in every pass:
+    whatever ran in between moved the limiter.
+    """
+    points = [_Point() for _ in launches]
+    active = list(range(len(launches)))
+    per_block = max(1, math.ceil(policy.min_reps / policy.min_passes))
+    most_per_block = max(per_block, math.ceil(policy.max_reps / policy.min_passes))
+    passes = 0
+    # One profiler session for the batch: a session per measured block cost about 150 ms of idle
+    # GPU each (visit 14: 0.5 s per point below the power limit, the splitk preset unfinished in
+    # 420 s); settling sub-blocks run in it unrecorded.
+    with _session(clock):
+        if getattr(clock, "power_limited", True):  # the interpreter's clock needs no sizing
+            _size_blocks(points, launches, host_s, clock)
+        while active:
+            order = rng.sample(active, len(active))
+            _shared_blocks(
+                [i for i in order if points[i].below_limit],
+                points,
+                launches,
+                host_s,
+                clock,
+                policy,
+                per_block,
+                most_per_block,
+            )
+            for i in order:
+                if not points[i].below_limit:
+                    _steady_block(points[i], launches[i], host_s[i], clock, policy, per_block, most_per_block)
+            passes += 1
+            active = [
+                i
+                for i in active
+                if passes < policy.max_passes
+                and not (points[i].done(policy) and (passes >= policy.min_passes or points[i].at_limit))
+            ]
+    return [p.timing("steady") for p in points]
+
+
+def _size_blocks(points: list[_Point], launches, host_s, clock) -> None:
+    """One unprofiled launch of each config: GPU seconds per launch (flush included), to size blocks."""
+    block = clock.run(list(launches), list(host_s), profile=False)
+    flush_ms = getattr(clock, "flush_ms", 0.0)
+    for p, ms, seconds in zip(points, block.stream_ms, host_s, strict=True):
+        p.launch_s = (ms + flush_ms) / 1e3
+        p.spent_s += seconds + p.launch_s
+
+
+def _block_size(p: _Point, policy: TimingPolicy, fewest: int, most: int) -> int:
+    return min(max(launches_in(policy.measure_block_s, p.launch_s, most), fewest), most)
+
+
+def _shared_blocks(free, points, launches, host_s, clock, policy, fewest: int, most: int) -> None:
+    """Measured blocks shared by configs below the power limit: each config's launches back to back,
+    configs packed into a block while the host can still queue it behind one head start. A block's
+    energy and time are shared by its configs in proportion to their stream time."""
+    chunks = [(i, _block_size(points[i], policy, fewest, most)) for i in free]
+    while chunks:
+        block_chunks, calls, gpu_s = [], [], math.inf
+        while chunks:
+            i, n = chunks[0]
+            trial_gpu_s = min(gpu_s, points[i].launch_s or 0.0)
+            trial = calls + [host_s[i]] * n
+            if block_chunks and head_start_us(trial, PROFILED_HOST_FACTOR, trial_gpu_s) >= MAX_SLEEP_US:
+                break
+            block_chunks.append(chunks.pop(0))
+            calls, gpu_s = trial, trial_gpu_s
+        block = clock.run(
+            [launches[i] for i, n in block_chunks for _ in range(n)], calls, profile=True, gpu_s=gpu_s
+        )
+        total_ms = sum(block.stream_ms) or 1.0
+        first = 0
+        for i, n in block_chunks:
+            share = sum(block.stream_ms[first : first + n]) / total_ms
+            points[i].add(block, first, n, share=share, host=False)  # profiled host times
+            points[i].spent_s += share * block.readings.seconds
+            first += n
+
+
+def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewest: int, most: int) -> None:
+    history: list[SubBlock] = []
+    settle_s = 0.0
+    while getattr(clock, "power_limited", True):
+        limited = any(h.readings.at_power_limit(policy.power_headroom) for h in history)
+        length = policy.sub_block_s if limited else policy.first_sub_block_s
+        gpu_s = p.launch_s or 0.0
+        n = launches_in(length, p.launch_s, max_block_launches(host_s, 1.0, gpu_s))
+        block = clock.run([launch] * n, [host_s] * n, profile=False, gpu_s=gpu_s)
+        r = block.readings
+        # GPU seconds per launch: the wall time of a short block is mostly sleep, sync and polling
+        p.launch_s = (statistics.median(block.stream_ms) + getattr(clock, "flush_ms", 0.0)) / 1e3
+        p.spent_s += r.seconds
+        settle_s += r.seconds
+        history.append(SubBlock(r, statistics.median(block.stream_ms)))
+        p.host += block.host_ms  # host time without the profiler's own per-call cost
+        if settled(history, policy) or settle_s >= policy.max_settle_s:
+            # settled at once below the limit, judged by NVML: later passes share blocks
+            p.below_limit = (
+                len(history) == 1
+                and r.sm_clock_mhz is not None
+                and not r.at_power_limit(policy.power_headroom)
+            )
+            break
+    gpu_s = p.launch_s or 0.0
+    p.at_limit = bool(history) and not p.below_limit
+    if p.at_limit:
+        # A settled config at the limit takes all its samples at once (a pass costs it min_settle_s
+        # of settling or more): one pass where the stop rule allows, as do_bench's one run does.
+        n = min(max(launches_in(policy.limit_block_s, p.launch_s, policy.max_reps), fewest), policy.max_reps)
+    else:
+        n = _block_size(p, policy, fewest, most)
+    n = min(n, max_block_launches(host_s, PROFILED_HOST_FACTOR, gpu_s))
+    block = clock.run([launch] * n, [host_s] * n, profile=True, gpu_s=gpu_s)
+    p.spent_s += block.readings.seconds
+    p.add(block, host=not history)
