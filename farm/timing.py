@@ -45,6 +45,10 @@ from farm.clock import (
 from farm.gpu import GpuState
 
 REGIMES = ("steady", "interleaved", "rest")
+# The most a point's average power may exceed the enforced limit before its energy is dropped as
+# misread. Visit 19's grouping sweeps stored 1084 W on average (up to 2596 W) for rows throttled at
+# a 700 W limit: the per-block counter readings are wrong, not only noisy (docs/perf-notes.md).
+POWER_LIMIT_EXCESS = 1.1
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -125,6 +129,13 @@ class TimingPolicy:
     max_passes: int = 20
     # rest: host seconds the GPU idles before each single launch.
     rest_s: float = 1.0
+    # Energy is stored only for a point metered this long. NVML's energy counter integrates power
+    # it samples 25 ms out of every 100 ms on A100/H100-class GPUs (arXiv 2312.02741), so a span's
+    # ends are uncertain by tens of ms: visit 19's per-block energy (20-300 ms blocks) differed by
+    # a median 17% between two sweeps of the same points. 0.5 s holds five such windows: a settled
+    # config at the limit (two 100 ms sub-blocks and a 300 ms block) has it, a below-limit config
+    # sharing blocks does not.
+    min_metered_s: float = 0.5
 
     def __post_init__(self) -> None:
         if self.regime not in REGIMES:
@@ -174,14 +185,18 @@ class _Point:
         if host:
             self.host += block.host_ms[first:end]
         r = block.readings
-        if r.joules is not None:
-            self.joules += share * r.joules
-            self.metered_s += share * r.seconds
+        self.meter(r, share)
         if r.sm_clock_mhz is not None:
             self.clock_sum += share * r.seconds * r.sm_clock_mhz
             self.clocked_s += share * r.seconds
         self.power_limit_w = r.power_limit_w or self.power_limit_w
         self.state = r.state if self.state is None else self.state.merge(r.state)
+
+    def meter(self, readings: Readings, share: float = 1.0) -> None:
+        """Count `share` of a block's energy and seconds towards the point's average power."""
+        if readings.joules is not None:
+            self.joules += share * readings.joules
+            self.metered_s += share * readings.seconds
 
     @property
     def kernel(self) -> list[float]:
@@ -196,9 +211,12 @@ class _Point:
             return False
         return self.spent_s >= policy.max_seconds_per_point or median_ci_halfwidth(kernel) <= policy.target_ci
 
-    def timing(self, regime: str) -> Timing:
+    def timing(self, regime: str, min_metered_s: float = 0.0) -> Timing:
         t = summarize(self.kernel)
-        watts = self.joules / self.metered_s if self.metered_s > 0 else None
+        metered = self.metered_s > 0 and self.metered_s >= min_metered_s
+        watts = self.joules / self.metered_s if metered else None
+        if watts is not None and self.power_limit_w and watts > POWER_LIMIT_EXCESS * self.power_limit_w:
+            watts = None  # no board holds that above its limit over a block: a misread counter
         state = self.state or GpuState()
         if self.clocked_s > 0:  # the mean clock while measured, not one reading at an end
             state = GpuState(round(self.clock_sum / self.clocked_s), state.temperature_c, state.throttle_mask)
@@ -256,7 +274,7 @@ def time_interleaved(
                 points[i].add(block, j, 1, share=block.stream_ms[j] / total_ms)
                 points[i].spent_s += block.stream_ms[j] / 1e3 + host_s[i]
             active = [i for i in active if not points[i].done(policy)]
-    return [p.timing("interleaved") for p in points]
+    return [p.timing("interleaved", policy.min_metered_s) for p in points]
 
 
 def _session(clock):
@@ -280,7 +298,7 @@ def time_rested(
                 points[i].add(block)
                 points[i].spent_s += policy.rest_s + block.readings.seconds
             active = [i for i in active if not points[i].done(policy)]
-    return [p.timing("rest") for p in points]
+    return [p.timing("rest", policy.min_metered_s) for p in points]
 
 
 @dataclass(frozen=True)
@@ -369,7 +387,7 @@ def time_steady(
                 if passes < policy.max_passes
                 and not (points[i].done(policy) and (passes >= policy.min_passes or points[i].at_limit))
             ]
-    return [p.timing("steady") for p in points]
+    return [p.timing("steady", policy.min_metered_s) for p in points]
 
 
 def _size_blocks(points: list[_Point], launches, host_s, clock) -> None:
@@ -439,6 +457,10 @@ def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewes
     gpu_s = p.launch_s or 0.0
     p.at_limit = bool(history) and not p.below_limit
     if p.at_limit:
+        # The last two sub-blocks agreed on the clock: the config was already in the steady state
+        # it is measured in, so they lengthen the energy reading's span (0.2 s more, contiguous).
+        for h in history[-2:]:
+            p.meter(h.readings)
         # A settled config at the limit takes all its samples at once (a pass costs it min_settle_s
         # of settling or more): one pass where the stop rule allows, as do_bench's one run does.
         n = min(max(launches_in(policy.limit_block_s, p.launch_s, policy.max_reps), fewest), policy.max_reps)

@@ -101,12 +101,40 @@ def test_time_cap_stops_a_slow_point():
 
 def test_energy_of_a_shared_round_goes_by_kernel_time():
     launches = [_constant(1.0), _constant(3.0)]
-    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved")
+    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved", min_metered_s=0.0)
     timings = time_interleaved(
         launches, [0.0] * 2, FakeClock(launches, watts=600.0), policy, random.Random(0)
     )
     assert [t.avg_watts for t in timings] == pytest.approx([600.0, 600.0])
     assert [t.joules_per_launch for t in timings] == pytest.approx([0.6, 1.8])
+
+
+@pytest.mark.parametrize(
+    ("launch_ms", "watts", "limit_w", "stored"),
+    [
+        (300.0, 600.0, None, True),  # 4 launches of 0.3 s: 1.2 s metered
+        (100.0, 600.0, None, False),  # 0.4 s metered: too short for NVML's 100 ms sampling windows
+        (300.0, 1084.0, 700.0, False),  # above the enforced limit: a misread counter (visit 19)
+        (300.0, 690.0, 700.0, True),
+    ],
+    ids=["long-enough", "too-short", "above-the-limit", "at-the-limit"],
+)
+def test_energy_is_stored_only_from_a_long_and_physical_reading(launch_ms, watts, limit_w, stored):
+    launches = [_constant(launch_ms)]
+    clock = FakeClock(launches, watts=watts)
+    if limit_w is not None:
+        run = clock.run
+
+        def limited(*args, **kwargs):
+            block = run(*args, **kwargs)
+            block.readings.power_limit_w = limit_w
+            return block
+
+        clock.run = limited
+    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved", max_seconds_per_point=10)
+    (timing,) = time_interleaved(launches, [0.0], clock, policy, random.Random(0))
+    assert (timing.avg_watts is not None) is stored
+    assert (timing.joules_per_launch is not None) is stored
 
 
 # -- a simulated GPU under a power limit ---------------------------------------------------------
@@ -544,7 +572,7 @@ def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(
         second = cpu_cuda_clock.run(launches[:1], [1e-3], profile=True)
     assert first.kernel_ms == first.stream_ms and second.kernel_ms == second.stream_ms
     assert first.stream_ms[0] >= 1.0 and first.stream_ms[1] >= 2.0  # a sleep lasts at least as asked
-    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved")
+    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved", min_metered_s=0.0)
     timings = time_points(launches, [1e-3] * 2, cpu_cuda_clock, policy, random.Random(0))
     assert [t.reps for t in timings] == [4, 4] and timings[0].ms >= 1.0 and timings[1].ms >= 2.0
     assert timings[0].state.sm_clock_mhz == 1500 and timings[0].avg_watts > 0
