@@ -11,8 +11,9 @@ writes two files:
 
 Both are VACUUMed and left in rollback-journal mode (journal_mode=DELETE): a WAL database needs its
 -shm side file writable even to read, and an installed package or a read-only checkout has none.
-After a new schema revision: `farm db upgrade --db dashboard/demo/h200.db` (and the run-1 copy), then
-this script's `--compact-only` on them, or a rebuild from the sources.
+After a new schema revision the dashboard refuses the old demo (tests/dashboard/test_dashboard_demo.py
+says so): `python bench/demo_db.py --upgrade` migrates both files in place and compacts them again;
+then `python bench/findings.py` says whether docs/findings.md's outputs still hold.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from db.engine import make_engine
 from db.merge import merge
+from db.schema import upgrade
 
 DEMO = Path(__file__).resolve().parents[1] / "dashboard" / "demo"
 MAX_BYTES = 10 * 2**20  # issue #11: the shipped demo stays under 10 MB
@@ -42,6 +45,16 @@ def compact(path: Path) -> int:
     if size > MAX_BYTES:
         raise SystemExit(f"{path} is {size / 2**20:.1f} MiB, over the {MAX_BYTES / 2**20:.0f} MiB limit")
     return size
+
+
+def upgrade_in_place(path: Path) -> int:
+    """Migrate `path` to this code's schema revision (views included), then compact it; its size."""
+    engine = make_engine(str(path))
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()
+    return compact(path)
 
 
 def build(run1: Path, run2: Path, splitk: Path, out: Path) -> dict[str, int]:
@@ -64,14 +77,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("sources", nargs="*", type=Path, help="grouping run 1, grouping run 2, split-K")
     p.add_argument("--out", type=Path, default=DEMO)
-    p.add_argument("--compact-only", action="store_true", help="only VACUUM the databases in --out")
+    p.add_argument(
+        "--upgrade", action="store_true", help="migrate the databases in --out to this code's schema"
+    )
     args = p.parse_args()
-    if args.compact_only:
-        sizes = {path.name: compact(path) for path in sorted(args.out.glob("*.db"))}
+    if args.upgrade:
+        sizes = {path.name: upgrade_in_place(path) for path in sorted(args.out.glob("*.db"))}
     elif len(args.sources) == 3:
         sizes = build(*args.sources, args.out)
     else:
-        p.error("give the three source databases (or --compact-only)")
+        p.error("give the three source databases (or --upgrade)")
     for name, size in sizes.items():
         print(f"{name:28} {size / 2**20:6.2f} MiB")
 
