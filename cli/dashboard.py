@@ -8,7 +8,12 @@ from dashboard.target import DEMO_DB, resolve
 
 
 def register(sub, add_db_argument) -> None:
-    p = sub.add_parser("dashboard", help="open the Streamlit dashboard on a results database (read-only)")
+    p = sub.add_parser(
+        "dashboard",
+        help="open the Streamlit dashboard on a results database (read-only)",
+        description="Open the Streamlit dashboard on a results database, read-only. Without --db: $FARM_DB, "
+        "else ./results.db if it exists, else the demo database of real H200 sweeps that ships with it.",
+    )
     add_db_argument(p)
     # No --db and no $FARM_DB: ./results.db if it exists, else the demo database (dashboard.target).
     p.set_defaults(db=None)
