@@ -47,7 +47,7 @@ def banner(environments: pd.DataFrame, sweeps: pd.DataFrame) -> str:
     )
     dates = ", ".join(sorted({d.strftime("%Y-%m-%d") for d in pd.to_datetime(sweeps.started_at)}))
     runs = ", ".join(
-        f"{s.name} ({s.status}, {s.n_ok} of {s.n_points} points)"
+        f"#{s.id} {s.name} ({s.status}, {s.n_ok} of {s.n_points} points)"
         for s in sweeps.sort_values("id").itertuples()
     )
     return (

@@ -122,7 +122,7 @@ def test_every_page_of_the_demo_carries_the_banner(page: str) -> None:
     # From the database's own environments and sweeps rows.
     for fact in ("NVIDIA H200", "driver 580.159.04", "torch 2.11.0+cu130", "Triton 3.6.0", "2026-11-30"):
         assert fact in banner
-    assert "splitk (interrupted, 151 of 588 points)" in banner
+    assert "#3 splitk (interrupted, 151 of 588 points)" in banner
 
 
 def test_other_databases_have_no_banner(dbs: dict[str, Path]) -> None:
