@@ -1,6 +1,7 @@
 """The dashboard's router: `streamlit run dashboard/app.py -- --db PATH_OR_URL` or `farm dashboard --db ...`.
 
-Opens the database read-only (default $FARM_DB, else results.db); every page below is layout over
+Opens the database read-only (default $FARM_DB, else results.db if it exists, else the demo database
+shipped in dashboard/demo/, with a banner on every page); every page below is layout over
 db.queries through dashboard.common's caches.
 """
 
@@ -44,6 +45,7 @@ page = st.navigation(
 )
 try:
     st.sidebar.caption(f"Database (read-only): `{common.shown_target()}`")
+    common.demo_banner()
 except DatabaseError as exc:
     st.error(f"Cannot open the results database: {exc}")
     st.stop()

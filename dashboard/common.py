@@ -13,8 +13,9 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
+from dashboard import target
 from db import queries
-from db.engine import default_target, describe
+from db.engine import describe
 from db.schema import open_engine
 
 # Section -> pages as (file in app_pages/ and url path, title, Material icon); DEFAULT_PAGE is at "/".
@@ -51,13 +52,13 @@ GPU_LABEL = "GPU"
 def parse_db(argv: Sequence[str]) -> str:
     """`--db` from the script's arguments (those after `--` of `streamlit run app.py -- --db X`), else
     $FARM_DB (how `farm dashboard` passes it: a URL's password never reaches a command line), else
-    results.db."""
+    results.db if it exists, else the shipped demo database (dashboard.target.resolve)."""
     args = list(argv)
     if "--" in args:
         args = args[args.index("--") + 1 :]
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--db", default=default_target())
-    return parser.parse_known_args(args)[0].db
+    parser.add_argument("--db")
+    return target.resolve(parser.parse_known_args(args)[0].db)
 
 
 def db_target() -> str:
@@ -85,6 +86,12 @@ def query(fn: Callable[..., Any], **filters: Any) -> Any:
 def shown_target() -> str:
     """The database as the pages name it: a PostgreSQL URL without its password."""
     return describe(engine(db_target()))
+
+
+def demo_banner() -> None:
+    """On the shipped demo database: say so, with the GPU, versions and dates from its own rows."""
+    if target.is_demo(db_target()):
+        st.info(target.banner(query(queries.environments), query(queries.sweeps)), icon=":material/science:")
 
 
 def sweep_hint(preset: str = "smoke") -> str:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dashboard.target import is_demo
 from db.engine import display_target
 from db.schema import open_engine
 
@@ -58,7 +59,8 @@ def run_dashboard(target: str, *, port: int = 8501, headless: bool = False, host
     0.0.0.0 (or an address) opens it to the network.
     """
     open_engine(target, readonly=True).dispose()
-    print(f"Dashboard on {display_target(target)}: http://{host}:{port}", flush=True)
+    what = " (the demo database: real H200 sweeps, read-only)" if is_demo(target) else ""
+    print(f"Dashboard on {display_target(target)}{what}: http://{host}:{port}", flush=True)
     # A child process, not Streamlit's internal bootstrap: `streamlit run` is its public interface.
     proc = subprocess.Popen(
         streamlit_command(port=port, headless=headless, host=host), env=streamlit_env(target)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from pagekit import PAGES, app, charts, layer, render, show, texts
 
-from dashboard import common
+from dashboard import common, target
 from db import queries
 
 H200, A100 = kit.H200.gpu_name, kit.A100.gpu_name
@@ -496,10 +496,16 @@ def test_missing_or_foreign_database_is_an_error_message(tmp_path: Path) -> None
     assert "is not a farm results database" in texts(at, "error")[0]
 
 
-def test_db_argument_after_double_dash_else_environment_else_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_db_argument_after_double_dash_else_environment_else_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     assert common.parse_db(["--", "--db", "a.db"]) == "a.db"
     assert common.parse_db(["--db", "postgresql://u@h/d"]) == "postgresql://u@h/d"
     monkeypatch.setenv("FARM_DB", "env.db")
     assert common.parse_db(["--server.port", "1"]) == "env.db"
     monkeypatch.delenv("FARM_DB")
+    monkeypatch.chdir(tmp_path)
+    # No results.db here: the shipped demo (tests/dashboard/test_dashboard_demo.py has the rest).
+    assert common.parse_db([]) == str(target.DEMO_DB)
+    kit.empty_db(tmp_path / "results.db")
     assert common.parse_db([]) == "results.db"
