@@ -122,9 +122,11 @@ def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
     print(f"  {'variant':14s} {'points':>7s} {'pruned':>7s}")
     for name in spec.variants:
         print(f"  {name:14s} {per_variant[name]:7d} {pruned[name]:7d}")
+    # Start-up measured on an H200 host (docs/perf-notes.md, visit 20): 27.6 s from the command to a
+    # one-point sweep's record, 6 s of it a local Ray head (joining a running cluster saves most).
     print(
         f"estimated GPU time: {seconds / 60:.1f} min on one H100-class GPU "
-        f"({seconds / 60 / 8:.1f} min on 8), plus about 20 s of start-up"
+        f"({seconds / 60 / 8:.1f} min on 8), plus about 30 s of start-up"
     )
 
 

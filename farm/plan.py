@@ -237,11 +237,12 @@ def deal_order(batches: Sequence[Batch]) -> list[Batch]:
 # work per point (checking against fp64, rounds, records).
 EST_TFLOPS = {"float16": 400.0, "bfloat16": 400.0, "float32": 20.0}
 EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S, EST_POINT_S = 0.45, 24, 70e-6, 0.035
-# The steady regime (visit 15, bench/protocol_cost.py on an H200): 0.5 s per point below the power
-# limit (two passes, each a settling sub-block and a profiled block whose profiler session costs
-# about 150 ms), 2.0 s at it (0.4 s of settling or more per pass); kernels of 0.1 ms and longer,
-# run back to back, reach the limit (8192x8192x4096 at 0.8 ms did; 512x512x8192 at 21 us did not).
-EST_STEADY_POINT_S, EST_STEADY_LIMITED_S, EST_LIMITED_KERNEL_S = 0.5, 2.0, 1e-4
+# The steady regime on an H200 (docs/perf-notes.md): 0.33 s per point below the power limit
+# (visit 18, bench/protocol_cost.py: a sizing launch, a 20 ms settling sub-block, blocks of about
+# 30 ms of fixed cost each), 1.0 s at it (visit 19: the grouping preset's 328 points in 171 s on two
+# GPUs; 0.4-1.5 s of settling and one 300 ms block); kernels of 0.1 ms and longer, run back to back,
+# reach the limit (8192x8192x4096 at 0.8 ms did; 512x512x8192 at 21 us did not).
+EST_STEADY_POINT_S, EST_STEADY_LIMITED_S, EST_LIMITED_KERNEL_S = 0.33, 1.0, 1e-4
 
 
 def estimate_gpu_seconds(points: Sequence[Point], compile_threads: int = 8, regime: str = "steady") -> float:
