@@ -29,13 +29,14 @@ from sqlalchemy import (
     table,
     true,
     tuple_,
+    union_all,
     values,
 )
 from sqlalchemy.engine.cursor import CursorFetchStrategy
 from sqlalchemy.sql.expression import TableClause
 
 from db.errors import DatabaseError
-from db.models import Environment, Measurement, Sweep
+from db.models import Environment, Measurement, Sweep, VariantStats
 from db.records import Backend, Status
 from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
 
@@ -70,7 +71,9 @@ def conditions(v: TableClause, **filters: Any) -> list[ColumnElement[bool]]:
             conds += [v.c[d] == _plain(x) for d, x in zip("mnk", value)]
         elif name.endswith("_range"):
             col = v.c[name.removesuffix("_range")]
-            conds += [col >= _plain(value[0]), col <= _plain(value[1])]
+            low, high = _plain(value[0]), _plain(value[1])
+            # One value as equality: an index then seeks m, n and k (a range stops the seek at m).
+            conds += [col == low] if low == high else [col >= low, col <= high]
         elif isinstance(value, str) or not isinstance(value, Iterable):
             conds.append(v.c[name] == _plain(value))
         else:
@@ -142,12 +145,29 @@ def results(
     k_range: Range | None = None,
     limit: int | None = None,
 ) -> pd.DataFrame:
-    """Measurements with their environment, newest first (ranges are inclusive)."""
+    """Measurements with their environment, newest first (ranges are inclusive).
+
+    With a limit, each environment of the filter gives its newest `limit` rows from
+    ix_measurements_recent (environment, dtype, id) and the union keeps the newest `limit`: one
+    ORDER BY id over all environments made both databases read and sort every row of the GPU and
+    dtype (1.7-2.4 s for 5,000 rows at 10M; docs/bench/db_views.md).
+    """
     filters = dict(gpu_name=gpu_name, dtype=dtype, variant=variant, status=status)
     ranges = dict(m_range=m_range, n_range=n_range, k_range=k_range)
     v = view("results")
-    stmt = select(v).where(*conditions(v, **filters, **ranges)).order_by(v.c.id.desc())
-    return frame(conn, stmt.limit(limit) if limit is not None else stmt)
+    stmt = select(v).where(*conditions(v, **filters, **ranges))
+    if limit is None:
+        return frame(conn, stmt.order_by(v.c.id.desc()))
+    e = Environment.__table__
+    env_ids = list(conn.scalars(select(e.c.id).where(*conditions(e, gpu_name=gpu_name)).order_by(e.c.id)))
+    if not env_ids:
+        return frame(conn, stmt.order_by(v.c.id.desc()).limit(limit))
+    newest = [
+        select(stmt.where(v.c.environment_id == i).order_by(v.c.id.desc()).limit(limit).subquery())
+        for i in env_ids
+    ]
+    both = union_all(*newest).subquery()
+    return frame(conn, select(both).order_by(both.c.id.desc()).limit(limit))
 
 
 def best_configs(
@@ -231,24 +251,28 @@ def accuracy(
     the largest of it over the output's scale. The scale is not stored: the farm's inputs are standard
     normal (farm.measure), so each output element is a sum of K unit-variance products, rms sqrt(K),
     and nondeterminism / sqrt(K) is the difference in units of a typical output element.
+
+    Read from variant_stats (db.summaries): a few dozen rows, where aggregating every checked row of
+    the GPU and dtype took 1.8-2.9 s at 10M. rel_err_mean is their sum over their count.
     """
-    r = view("results")
+    s, e = VariantStats.__table__, Environment.__table__
     stmt = (
         select(
-            r.c.variant,
-            r.c.dtype,
-            func.count().label("n_checked"),
-            func.sum(case((r.c.status == "wrong", 1), else_=0)).label("n_wrong"),
-            func.max(r.c.rel_err).label("rel_err_max"),
-            func.avg(r.c.rel_err).label("rel_err_mean"),
-            func.max(r.c.nondeterminism).label("nondeterminism_max"),
-            # Squared over K: max(x^2 / k) = max(x / sqrt(k))^2, and SQLite may lack SQRT.
-            func.max(r.c.nondeterminism * r.c.nondeterminism / r.c.k).label("_nondet_sq_per_k"),
-            func.sum(case((r.c.nondeterminism > 0, 1), else_=0)).label("n_nondeterministic"),
+            s.c.variant,
+            s.c.dtype,
+            func.sum(s.c.n_rows).label("n_checked"),
+            func.sum(case((s.c.status == "wrong", s.c.n_rows), else_=0)).label("n_wrong"),
+            func.max(s.c.rel_err_max).label("rel_err_max"),
+            (func.sum(s.c.rel_err_sum) / func.nullif(func.sum(s.c.rel_err_n), 0)).label("rel_err_mean"),
+            func.max(s.c.nondet_max).label("nondeterminism_max"),
+            func.max(s.c.nondet_sq_per_k_max).label("_nondet_sq_per_k"),
+            func.sum(s.c.n_nondet).label("n_nondeterministic"),
         )
-        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, variant=variant, status=("ok", "wrong")))
-        .group_by(r.c.variant, r.c.dtype)
-        .order_by(r.c.variant, r.c.dtype)
+        .join(e, e.c.id == s.c.environment_id)
+        .where(*conditions(s, dtype=dtype, variant=variant, status=("ok", "wrong")))
+        .where(*conditions(e, gpu_name=gpu_name))
+        .group_by(s.c.variant, s.c.dtype)
+        .order_by(s.c.variant, s.c.dtype)
     )
     df = frame(conn, stmt)
     df["nondeterminism_rel_max"] = np.sqrt(pd.to_numeric(df.pop("_nondet_sq_per_k")).astype("float64"))
@@ -271,9 +295,12 @@ def sweeps(conn: Connection) -> pd.DataFrame:
 
 
 def environments(conn: Connection) -> pd.DataFrame:
-    """All environments with their number of measurements."""
+    """All environments with their number of measurements (from variant_stats: 1.1-1.3 s at 10M
+    counted from the measurements)."""
     df = frame(conn, select(Environment.__table__).order_by(Environment.id))
-    counts = _count_by(conn, Measurement.__table__.c.environment_id).rename(columns={"environment_id": "id"})
+    s = VariantStats.__table__
+    stmt = select(s.c.environment_id, func.sum(s.c.n_rows)).group_by(s.c.environment_id)
+    counts = pd.DataFrame(conn.execute(stmt).all(), columns=["id", "n_measurements"])
     return normalize(df.merge(counts, on="id", how="left").fillna({"n_measurements": 0}))
 
 
@@ -316,15 +343,16 @@ def _most_first(counts: Counter[str]) -> dict[str, int]:
 def summary(conn: Connection) -> dict[str, Any]:
     """Counts by status, backend and GPU; numbers of sweeps and environments; the last sweep (a dict or None).
 
-    One ordered scan of ix_measurements_view grouped by environment (0.07 s on 1M rows); backend and
-    GPU come from the environment (a row's backend is its environment's).
+    Counted from variant_stats (db.summaries; counting the measurements took 1.0-1.6 s at 10M); backend
+    and GPU come from the environment (a row's backend is its environment's).
     """
-    m, e, s = Measurement.__table__, Environment.__table__, Sweep.__table__
+    v, e, s = VariantStats.__table__, Environment.__table__, Sweep.__table__
     env = {row.id: row for row in conn.execute(select(e.c.id, e.c.gpu_name, e.c.backend))}
     by_status: Counter[str] = Counter()
     by_backend: Counter[str] = Counter()
     by_gpu: Counter[str] = Counter()
-    stmt = select(m.c.environment_id, m.c.status, func.count()).group_by(m.c.environment_id, m.c.status)
+    keys = (v.c.environment_id, v.c.status)
+    stmt = select(*keys, func.sum(v.c.n_rows)).group_by(*keys)
     for env_id, status, n in conn.execute(stmt):
         by_status[status] += n
         by_backend[env[env_id].backend] += n
@@ -344,12 +372,13 @@ def summary(conn: Connection) -> dict[str, Any]:
 def filter_options(conn: Connection) -> dict[str, Any]:
     """What the dashboard's filters offer: gpu_names, dtypes, variants, statuses, and (min, max) of m, n, k.
 
-    Grouped in ix_measurements_view's order (environment, status, dtype, variant): no sort.
+    Read from variant_stats (db.summaries), one row per (environment, dtype, variant, status) with its
+    range of m, n and k (grouping the measurements took 2.2-4.5 s at 10M).
     """
-    m, e = Measurement.__table__, Environment.__table__
-    keys = (m.c.environment_id, m.c.status, m.c.dtype, m.c.variant)
-    bounds = [agg(m.c[d]) for d in "mnk" for agg in (func.min, func.max)]
-    rows = conn.execute(select(*keys, *bounds).group_by(*keys)).all()
+    v, e = VariantStats.__table__, Environment.__table__
+    keys = (v.c.environment_id, v.c.status, v.c.dtype, v.c.variant)
+    bounds = [v.c[f"{d}_{agg}"] for d in "mnk" for agg in ("min", "max")]
+    rows = conn.execute(select(*keys, *bounds)).all()
     gpu_of = dict(conn.execute(select(e.c.id, e.c.gpu_name)).all())
     out: dict[str, Any] = {
         "gpu_names": sorted({gpu_of[r[0]] for r in rows}),
