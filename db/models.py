@@ -352,3 +352,14 @@ class GroupingBest(Base):
     ms_group1: Mapped[float]
     operand_bytes: Mapped[int | None] = mapped_column(BigInteger)
     l2_bytes: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class SweepCount(Base):
+    """Per sweep: its rows (those no later sweep rewrote). stale = 1 marks a sweep that a write in progress
+    may have changed: refresh recounts it from the sweep_id index before the transaction ends."""
+
+    __tablename__ = "sweep_counts"
+
+    sweep_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    n_rows: Mapped[int]
+    stale: Mapped[int]

@@ -36,7 +36,7 @@ from sqlalchemy.engine.cursor import CursorFetchStrategy
 from sqlalchemy.sql.expression import TableClause
 
 from db.errors import DatabaseError
-from db.models import Environment, Measurement, Sweep, VariantStats
+from db.models import Environment, Measurement, Sweep, SweepCount, VariantStats
 from db.records import Backend, Status
 from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
 
@@ -285,15 +285,12 @@ def accuracy(
 # ---- sweeps, environments, comparisons ----
 
 
-def _count_by(conn: Connection, col) -> pd.DataFrame:
-    stmt = select(col, func.count().label("n_measurements")).group_by(col)
-    return pd.DataFrame(conn.execute(stmt).all(), columns=[col.name, "n_measurements"])
-
-
 def sweeps(conn: Connection) -> pd.DataFrame:
     """All sweeps, newest first, with n_measurements: the rows they wrote that no later sweep rewrote."""
     df = frame(conn, select(Sweep.__table__).order_by(Sweep.id.desc()))
-    counts = _count_by(conn, Measurement.__table__.c.sweep_id).rename(columns={"sweep_id": "id"})
+    c = SweepCount.__table__  # kept by the writers (db.summaries): counting took 0.4-0.6 s at 10M
+    rows = conn.execute(select(c.c.sweep_id, c.c.n_rows)).all()
+    counts = pd.DataFrame(rows, columns=["id", "n_measurements"])
     return normalize(df.merge(counts, on="id", how="left").fillna({"n_measurements": 0}))
 
 

@@ -1,7 +1,8 @@
 """Summaries that every writer of measurements keeps: `shape_best` and `split_best` (db.models), which
 the views best_configs, vs_cublas and splitk_speedup read (db.views VIEWS_0003, revision 0003), and
-`shape_stats`, `variant_stats` and `grouping_best` (revision 0004), which summary, filter_options,
-environments, accuracy (db.queries) and the grouping_effect view (VIEWS_0004) read.
+`shape_stats`, `variant_stats`, `grouping_best` and `sweep_counts` (revision 0004), which summary,
+filter_options, environments, accuracy, sweeps (db.queries) and the grouping_effect view (VIEWS_0004)
+read.
 
 Why: those views ranked every ok measurement of a GPU and dtype (0.8-1.0 s each on 1M rows, ten
 times that at 10M). Their answers only need the best row of small groups, and one flush of the
@@ -25,6 +26,8 @@ from db.views import VIEWS_0002
 
 # (dtype, m, n, k, variant): one shape_best group of an environment.
 Group = tuple[str, int, int, int, str]
+# (code_version, dtype, m, n, k, variant): the points of a group written by one code version.
+Point = tuple[str, str, int, int, int, str]
 
 _OK = "status = 'ok' AND ms IS NOT NULL"
 _SHAPE = "environment_id = :e AND dtype = :d AND m = :m AND n = :n AND k = :k"
@@ -89,6 +92,20 @@ _FILL_GROUPING = text(
     f"FROM ({VIEWS_0002['grouping_effect']}) x WHERE {_GPU_SHAPE}"
 )
 
+# sweep_counts: per sweep, its rows (those no later sweep rewrote; db.queries.sweeps). A write can move
+# a point from the sweep that measured it to the writing sweep, so the writers mark the sweeps holding
+# the points they write, before and after the write (mark_sweeps), and refresh recounts the marked
+# ones from the sweep_id index: the writing sweep (up to 25k rows) and the rare sweep that lost a point.
+_MARK_SWEEPS = text(
+    "INSERT INTO sweep_counts (sweep_id, n_rows, stale) SELECT DISTINCT sweep_id, 0, 1 FROM measurements "
+    "WHERE environment_id = :e AND code_version = :c AND variant = :v AND dtype = :d AND m = :m AND n = :n "
+    "AND k = :k AND sweep_id IS NOT NULL ON CONFLICT (sweep_id) DO UPDATE SET stale = 1"
+)
+_RECOUNT_SWEEPS = text(
+    "UPDATE sweep_counts SET n_rows = (SELECT COUNT(*) FROM measurements m "
+    "WHERE m.sweep_id = sweep_counts.sweep_id), stale = 0 WHERE stale = 1"
+)
+
 _SPLIT = "CASE WHEN split_k = 1 THEN 0 ELSE 1 END"
 # The whole tables from every measurement: one window pass each (revision 0003's backfill, whose
 # frozen copy is in the revision).
@@ -109,8 +126,10 @@ _REBUILD = (
     f"FROM shape_stats GROUP BY {_VARIANT_KEY}",
     f"INSERT INTO grouping_best ({GROUPING_COLUMNS}) SELECT {GROUPING_COLUMNS} "
     f"FROM ({VIEWS_0002['grouping_effect']}) x",
+    "INSERT INTO sweep_counts (sweep_id, n_rows, stale) SELECT sweep_id, COUNT(*), 0 FROM measurements "
+    "WHERE sweep_id IS NOT NULL GROUP BY sweep_id",
 )
-TABLES = ("shape_best", "split_best", "shape_stats", "variant_stats", "grouping_best")
+TABLES = ("shape_best", "split_best", "shape_stats", "variant_stats", "grouping_best", "sweep_counts")
 
 
 def rebuild(conn: Connection) -> None:
@@ -119,6 +138,17 @@ def rebuild(conn: Connection) -> None:
         conn.execute(text(f"DELETE FROM {table}"))
     for fill in _REBUILD:
         conn.execute(text(fill))
+
+
+def mark_sweeps(conn: Connection, environment_id: int, points: Iterable[Point]) -> None:
+    """Mark for refresh's recount the sweeps that hold these (code_version, dtype, m, n, k, variant)
+    points of one environment: call it before a write (the sweeps that may lose rows) and after it."""
+    params = [
+        {"e": environment_id, "c": c, "d": d, "m": m, "n": n, "k": k, "v": v}
+        for c, d, m, n, k, v in sorted(set(points))
+    ]
+    if params:
+        conn.execute(_MARK_SWEEPS, params)
 
 
 def refresh(conn: Connection, environment_id: int, groups: Iterable[Group]) -> None:
@@ -147,3 +177,4 @@ def refresh(conn: Connection, environment_id: int, groups: Iterable[Group]) -> N
     per_gpu_group = [{**p, "g": gpu} for p in per_group]
     conn.execute(_DELETE_GROUPING, per_gpu_group)
     conn.execute(_FILL_GROUPING, per_gpu_group)
+    conn.execute(_RECOUNT_SWEEPS)

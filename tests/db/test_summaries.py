@@ -19,7 +19,7 @@ from db import queries, schema
 from db.engine import make_engine
 from db.merge import merge
 from db.views import VIEWS_0002
-from db.writes import environment_id
+from db.writes import environment_id, start_sweep
 
 # The rows that identify each view's row (its other columns follow from them).
 KEYS = {
@@ -101,6 +101,9 @@ def assert_queries_match_scans(conn: Connection) -> None:
     for d in "mnk":
         want = (counts[f"{d}_min"].min(), counts[f"{d}_max"].max()) if len(counts) else (None, None)
         assert options[d] == want, d
+    per_sweep = scan(conn, "SELECT sweep_id, COUNT(*) AS n FROM measurements GROUP BY sweep_id")
+    sweeps = queries.sweeps(conn).set_index("id").n_measurements.to_dict()
+    assert sweeps == {**dict.fromkeys(sweeps, 0), **per_sweep.dropna().set_index("sweep_id").n.to_dict()}
     envs = queries.environments(conn).set_index("id").n_measurements.to_dict()
     assert envs == {**dict.fromkeys(envs, 0), **counts.groupby("id").n.sum().to_dict()}
 
@@ -148,9 +151,15 @@ def test_views_equal_0002_after_random_writes(engine: Engine, seed: int) -> None
     """Rounds of random batches on three environments (two of one GPU): points re-measured faster,
     slower, turned wrong or failed; the views match the window passes over every row each time."""
     rng = random.Random(seed)
-    for _ in range(8):
+    sweeps = [None]
+    for i in range(8):
         env = rng.choice([H200, H200_NODE2, A100])
-        store(engine, [random_point(rng) for _ in range(40)], env=env)
+        if rng.random() < 0.6:  # a new sweep; else an older one or none writes (points move between them)
+            with Session(engine) as session:
+                sweeps.append(start_sweep(session, name=f"s{i}", spec={}, command="", n_points=0))
+                session.commit()
+        sweep_id = sweeps[-1] if rng.random() < 0.7 else rng.choice(sweeps)
+        store(engine, [random_point(rng) for _ in range(40)], env=env, sweep_id=sweep_id)
         with engine.connect() as conn:
             sizes = assert_views_match_0002(conn)
     assert all(sizes.values()), sizes  # the last round compared real rows, not empty frames
@@ -184,6 +193,21 @@ def test_best_row_remeasured_slower_or_wrong_gives_way(engine: Engine) -> None:
     with engine.connect() as conn:
         assert queries.vs_cublas(conn).empty
         assert_views_match_0002(conn)
+
+
+def test_sweep_counts_follow_points_that_a_later_sweep_rewrites(engine: Engine) -> None:
+    """A point re-measured by a later sweep (same code version) leaves the sweep that measured it first."""
+    with Session(engine) as session:
+        first, second = (start_sweep(session, name=n, spec={}, command="", n_points=2) for n in "ab")
+        session.commit()
+    point, other = rec("tiled", SHAPES[0], ms=1.0), rec("tiled", SHAPES[1], ms=2.0)
+    store(engine, [point, other], sweep_id=first)
+    store(engine, [rec("tiled", SHAPES[0], ms=0.9)], sweep_id=second)
+    store(engine, [rec("cublas", SHAPES[1], ms=0.5)])  # no sweep: counted nowhere
+    with engine.connect() as conn:
+        counts = queries.sweeps(conn).set_index("id").n_measurements.to_dict()
+        assert_queries_match_scans(conn)
+    assert counts == {first: 1, second: 1}
 
 
 def store_without_summaries(engine: Engine, records, env=H200) -> None:

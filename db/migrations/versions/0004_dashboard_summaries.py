@@ -1,18 +1,20 @@
-"""Summaries for the dashboard's other questions: shape_stats, variant_stats, grouping_best.
+"""Summaries for the dashboard's other questions: shape_stats, variant_stats, grouping_best, sweep_counts.
 
 Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-30
 
-At 10M measurements, summary, filter_options, environments and accuracy counted or aggregated every
-row of the table or of a GPU and dtype (1-4.5 s each), and grouping_effect aggregated every ok row of
-a GPU and dtype (2.6-4.5 s). Three tables that every writer of measurements keeps (db.summaries.refresh,
-in the write's transaction) answer them from a few hundred to a few ten thousand rows:
+At 10M measurements, summary, filter_options, environments, accuracy and sweeps counted or aggregated
+every row of the table or of a GPU and dtype (0.4-4.5 s each), and grouping_effect aggregated every ok
+row of a GPU and dtype (2.6-4.5 s). Four tables that every writer of measurements keeps
+(db.summaries.refresh, in the write's transaction) answer them from a few hundred to a few ten
+thousand rows:
 
 - shape_stats: per (environment, dtype, variant, m, n, k, status), the row count and the accuracy
   aggregates (what variant_stats is recomputed from when a write touches one shape);
 - variant_stats: the same per (environment, dtype, variant, status), with the range of m, n, k;
-- grouping_best: the grouping_effect view's rows per GPU model, which the view now reads.
+- grouping_best: the grouping_effect view's rows per GPU model, which the view now reads;
+- sweep_counts: per sweep, its rows (what `sweeps` counted with a pass over the sweep_id index).
 
 Two indexes serve db.queries.results: ix_measurements_recent (environment, dtype, id) for an
 environment's newest rows, ix_measurements_shape (environment, dtype, m, n, k) for one shape.
@@ -49,6 +51,8 @@ BACKFILL = (
     "SUM(rel_err_sum), SUM(rel_err_n), MAX(nondet_max), MAX(nondet_sq_per_k_max), SUM(n_nondet) "
     f"FROM shape_stats GROUP BY {_VARIANT_KEY}",
     f"INSERT INTO grouping_best ({_GROUPING}) SELECT {_GROUPING} FROM ({VIEWS_0002['grouping_effect']}) x",
+    "INSERT INTO sweep_counts (sweep_id, n_rows, stale) SELECT sweep_id, COUNT(*), 0 FROM measurements "
+    "WHERE sweep_id IS NOT NULL GROUP BY sweep_id",
 )
 
 
@@ -114,6 +118,12 @@ def upgrade() -> None:
         sa.Column("l2_bytes", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint(*_GROUPING.split(", ")[:13], name="pk_grouping_best"),
     )
+    op.create_table(
+        "sweep_counts",
+        sa.Column("sweep_id", sa.Integer(), autoincrement=False, nullable=False),
+        *_int_columns("n_rows", "stale"),
+        sa.PrimaryKeyConstraint("sweep_id", name="pk_sweep_counts"),
+    )
     for fill in BACKFILL:
         op.execute(fill)
     op.execute(f"CREATE VIEW grouping_effect AS {VIEWS_0004['grouping_effect']}")
@@ -121,6 +131,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("DROP VIEW grouping_effect")
+    op.drop_table("sweep_counts")
     op.drop_table("grouping_best")
     op.drop_table("variant_stats")
     op.drop_table("shape_stats")
