@@ -577,9 +577,21 @@ def gpu_peaks(conn: Connection, *, gpu_name: str) -> dict[str, float]:
 
 
 def count_results(conn: Connection, **filters: Any) -> int:
-    """How many rows results() returns for the same filters (the explorer shows a capped page)."""
-    r = view("results")
-    return int(conn.scalar(select(func.count()).select_from(r).where(*conditions(r, **filters))) or 0)
+    """How many rows results() returns for the same filters (the explorer shows a capped page).
+
+    Without m, n or k ranges, summed from variant_stats (db.summaries) instead of counted.
+    """
+    if any(filters.get(f"{d}_range") is not None for d in "mnk"):
+        r = view("results")
+        return int(conn.scalar(select(func.count()).select_from(r).where(*conditions(r, **filters))) or 0)
+    s, e = VariantStats.__table__, Environment.__table__
+    stmt = (
+        select(func.sum(s.c.n_rows))
+        .join(e, e.c.id == s.c.environment_id)
+        .where(*conditions(s, **{k: v for k, v in filters.items() if k != "gpu_name"}))
+        .where(*conditions(e, gpu_name=filters.get("gpu_name")))
+    )
+    return int(conn.scalar(stmt) or 0)
 
 
 def throttled_share(conn: Connection, **filters: Any) -> dict[str, int]:

@@ -114,6 +114,11 @@ def assert_queries_match_scans(conn: Connection) -> None:
         want["nondeterminism_rel_max"] = np.sqrt(pd.to_numeric(want.pop("sq")).astype("float64"))
         got = queries.accuracy(conn, gpu_name=gpu)
         pd.testing.assert_frame_equal(got, want, check_dtype=False, obj=f"accuracy {gpu}")
+        for status in (None, "ok"):
+            only = "" if status is None else "AND status = :s"
+            count = f"SELECT COUNT(*) FROM results WHERE dtype = 'float32' {only} {where}"
+            want = conn.execute(text(count), {"g": gpu, "s": status}).scalar()
+            assert queries.count_results(conn, gpu_name=gpu, dtype="float32", status=status) == want
         for dtype in ("bfloat16", "float32"):
             newest = f"SELECT * FROM results WHERE dtype = :d {where} ORDER BY id DESC LIMIT 7"
             want = scan(conn, newest, g=gpu, d=dtype)
