@@ -363,3 +363,19 @@ class SweepCount(Base):
     sweep_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     n_rows: Mapped[int]
     stale: Mapped[int]
+
+
+class GpuBest(Base):
+    """Per (gpu_name, dtype, m, n, k, variant): the fastest ok measurement over the GPU model's environments
+    (the best of their shape_best rows), which the best_configs view fetches by id."""
+
+    __tablename__ = "gpu_best"
+
+    gpu_name: Mapped[label] = mapped_column(primary_key=True)
+    dtype: Mapped[label] = mapped_column(primary_key=True)
+    m: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(primary_key=True)
+    k: Mapped[int] = mapped_column(primary_key=True)
+    variant: Mapped[label] = mapped_column(primary_key=True)
+    measurement_id: Mapped[int]
+    ms: Mapped[float]

@@ -1,8 +1,8 @@
 """Summaries that every writer of measurements keeps: `shape_best` and `split_best` (db.models), which
 the views best_configs, vs_cublas and splitk_speedup read (db.views VIEWS_0003, revision 0003), and
-`shape_stats`, `variant_stats`, `grouping_best` and `sweep_counts` (revision 0004), which summary,
-filter_options, environments, accuracy, sweeps (db.queries) and the grouping_effect view (VIEWS_0004)
-read.
+`gpu_best`, `shape_stats`, `variant_stats`, `grouping_best` and `sweep_counts` (revision 0004), which
+the best_configs and grouping_effect views (VIEWS_0004) and summary, filter_options, environments,
+accuracy and sweeps (db.queries) read.
 
 Why: those views ranked every ok measurement of a GPU and dtype (0.8-1.0 s each on 1M rows, ten
 times that at 10M). Their answers only need the best row of small groups, and one flush of the
@@ -85,11 +85,21 @@ GROUPING_COLUMNS = (
     "gpu_name, dtype, m, n, k, variant, block_m, block_n, block_k, split_k, num_warps, num_stages, "
     "group_m, ms, ms_group1, operand_bytes, l2_bytes"
 )
-_GPU_SHAPE = "gpu_name = :g AND dtype = :d AND m = :m AND n = :n AND k = :k AND variant = :v"
-_DELETE_GROUPING = text(f"DELETE FROM grouping_best WHERE {_GPU_SHAPE}")
+_GPU_GROUP = "gpu_name = :g AND dtype = :d AND m = :m AND n = :n AND k = :k AND variant = :v"
+_DELETE_GROUPING = text(f"DELETE FROM grouping_best WHERE {_GPU_GROUP}")
 _FILL_GROUPING = text(
     f"INSERT INTO grouping_best ({GROUPING_COLUMNS}) SELECT {GROUPING_COLUMNS} "
-    f"FROM ({VIEWS_0002['grouping_effect']}) x WHERE {_GPU_SHAPE}"
+    f"FROM ({VIEWS_0002['grouping_effect']}) x WHERE {_GPU_GROUP}"
+)
+
+# gpu_best: per GPU model, the best of its environments' shape_best rows (lowest ms, then id), which is
+# the best over all its rows: what best_configs ranked shape_best for on every read.
+_DELETE_GPU_BEST = text(f"DELETE FROM gpu_best WHERE {_GPU_GROUP}")
+_FILL_GPU_BEST = text(
+    "INSERT INTO gpu_best (gpu_name, dtype, m, n, k, variant, measurement_id, ms) "
+    "SELECT e.gpu_name, s.dtype, s.m, s.n, s.k, s.variant, s.measurement_id, s.ms FROM shape_best s "
+    "JOIN environments e ON e.id = s.environment_id WHERE e.gpu_name = :g AND s.dtype = :d AND s.m = :m "
+    "AND s.n = :n AND s.k = :k AND s.variant = :v ORDER BY s.ms, s.measurement_id LIMIT 1"
 )
 
 # sweep_counts: per sweep, its rows (those no later sweep rewrote; db.queries.sweeps). A write can move
@@ -128,8 +138,15 @@ _REBUILD = (
     f"FROM ({VIEWS_0002['grouping_effect']}) x",
     "INSERT INTO sweep_counts (sweep_id, n_rows, stale) SELECT sweep_id, COUNT(*), 0 FROM measurements "
     "WHERE sweep_id IS NOT NULL GROUP BY sweep_id",
+    "INSERT INTO gpu_best (gpu_name, dtype, m, n, k, variant, measurement_id, ms) "
+    "SELECT gpu_name, dtype, m, n, k, variant, measurement_id, ms FROM (SELECT e.gpu_name, s.dtype, s.m, "
+    "s.n, s.k, s.variant, s.measurement_id, s.ms, ROW_NUMBER() OVER (PARTITION BY e.gpu_name, s.dtype, "
+    "s.m, s.n, s.k, s.variant ORDER BY s.ms, s.measurement_id) AS rn FROM shape_best s "
+    "JOIN environments e ON e.id = s.environment_id) x WHERE rn = 1",
 )
-TABLES = ("shape_best", "split_best", "shape_stats", "variant_stats", "grouping_best", "sweep_counts")
+TABLES = (
+    "shape_best", "split_best", "shape_stats", "variant_stats", "grouping_best", "sweep_counts", "gpu_best",
+)  # fmt: skip
 
 
 def rebuild(conn: Connection) -> None:
@@ -163,6 +180,10 @@ def refresh(conn: Connection, environment_id: int, groups: Iterable[Group]) -> N
     per_group = [{"e": environment_id, "d": d, "m": m, "n": n, "k": k, "v": v} for d, m, n, k, v in groups]
     conn.execute(_DELETE_SHAPE_BEST, per_group)
     conn.execute(_FILL_SHAPE_BEST, per_group)
+    gpu = conn.scalar(text("SELECT gpu_name FROM environments WHERE id = :e"), {"e": environment_id})
+    per_gpu_group = [{**p, "g": gpu} for p in per_group]
+    conn.execute(_DELETE_GPU_BEST, per_gpu_group)
+    conn.execute(_FILL_GPU_BEST, per_gpu_group)
     shapes = sorted({(d, m, n, k) for d, m, n, k, v in groups if v != "cublas"})
     if shapes:
         per_shape = [{"e": environment_id, "d": d, "m": m, "n": n, "k": k} for d, m, n, k in shapes]
@@ -173,8 +194,6 @@ def refresh(conn: Connection, environment_id: int, groups: Iterable[Group]) -> N
     per_variant = [{"e": environment_id, "d": d, "v": v} for d, v in sorted({(g[0], g[4]) for g in groups})]
     conn.execute(_DELETE_VARIANT_STATS, per_variant)
     conn.execute(_FILL_VARIANT_STATS, per_variant)
-    gpu = conn.scalar(text("SELECT gpu_name FROM environments WHERE id = :e"), {"e": environment_id})
-    per_gpu_group = [{**p, "g": gpu} for p in per_group]
     conn.execute(_DELETE_GROUPING, per_gpu_group)
     conn.execute(_FILL_GROUPING, per_gpu_group)
     conn.execute(_RECOUNT_SWEEPS)

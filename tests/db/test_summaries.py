@@ -215,7 +215,7 @@ def test_sweep_counts_follow_points_that_a_later_sweep_rewrites(engine: Engine) 
     assert counts == {first: 1, second: 1}
 
 
-def store_without_summaries(engine: Engine, records, env=H200) -> None:
+def store_without_summaries(engine: Engine, records, env=H200, sweep_id: int | None = None) -> None:
     """Insert rows as code of revision 0002 did (no summaries to keep)."""
     meta = MetaData()
     meta.reflect(engine, only=["measurements"])
@@ -226,6 +226,7 @@ def store_without_summaries(engine: Engine, records, env=H200) -> None:
             {
                 **{c.name: getattr(r, c.name) for c in table.c if hasattr(r, c.name)},
                 "environment_id": env_id,
+                "sweep_id": sweep_id,
                 "updated_at": r.created_at,
             }
             for r in records
@@ -239,7 +240,7 @@ def view_frames(engine: Engine) -> dict[str, pd.DataFrame]:
         return {name: read(conn, f"SELECT * FROM {name}", name) for name in KEYS}
 
 
-SUMMARIES_0004 = {"shape_stats", "variant_stats", "grouping_best"}
+SUMMARIES_0004 = {"gpu_best", "shape_stats", "variant_stats", "grouping_best", "sweep_counts"}
 INDEXES_0004 = {"ix_measurements_recent", "ix_measurements_shape"}
 
 
@@ -253,8 +254,11 @@ def test_revisions_0003_and_0004_backfill_on_upgrade_and_drop_on_downgrade(targe
     schema.upgrade(engine, "0002")
     rng = random.Random(7)
     points = {r.key: r for r in (random_point(rng) for _ in range(150))}  # distinct keys, as the table
+    with Session(engine) as session:
+        sweep = start_sweep(session, name="old", spec={}, command="", n_points=150)
+        session.commit()
     for i, env in enumerate([H200, H200_NODE2, A100]):
-        store_without_summaries(engine, list(points.values())[i::3], env=env)
+        store_without_summaries(engine, list(points.values())[i::3], env=env, sweep_id=sweep if i else None)
     before = view_frames(engine)
     assert all(len(f) for f in before.values())
 

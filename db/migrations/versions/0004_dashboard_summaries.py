@@ -1,4 +1,5 @@
-"""Summaries for the dashboard's other questions: shape_stats, variant_stats, grouping_best, sweep_counts.
+"""Summaries for the dashboard's other questions: gpu_best, shape_stats, variant_stats, grouping_best,
+sweep_counts.
 
 Revision ID: 0004
 Revises: 0003
@@ -6,10 +7,13 @@ Create Date: 2026-11-30
 
 At 10M measurements, summary, filter_options, environments, accuracy and sweeps counted or aggregated
 every row of the table or of a GPU and dtype (0.4-4.5 s each), and grouping_effect aggregated every ok
-row of a GPU and dtype (2.6-4.5 s). Four tables that every writer of measurements keeps
+row of a GPU and dtype (2.6-4.5 s), and best_configs ranked the per-environment bests of revision 0003
+(0.54-0.60 s on PostgreSQL). Five tables that every writer of measurements keeps
 (db.summaries.refresh, in the write's transaction) answer them from a few hundred to a few ten
 thousand rows:
 
+- gpu_best: per (GPU model, dtype, m, n, k, variant) the best of its environments' shape_best rows,
+  whose rows the best_configs view now fetches;
 - shape_stats: per (environment, dtype, variant, m, n, k, status), the row count and the accuracy
   aggregates (what variant_stats is recomputed from when a write touches one shape);
 - variant_stats: the same per (environment, dtype, variant, status), with the range of m, n, k;
@@ -20,7 +24,8 @@ Two indexes serve db.queries.results: ix_measurements_recent (environment, dtype
 environment's newest rows, ix_measurements_shape (environment, dtype, m, n, k) for one shape.
 
 They are backfilled here from the rows already stored (the SQL below, frozen); a downgrade restores
-revision 0003's grouping_effect view and drops the tables (they hold nothing the measurements do not).
+revision 0003's best_configs and grouping_effect views and drops the tables and indexes (they hold
+nothing the measurements do not).
 """
 
 from __future__ import annotations
@@ -53,7 +58,13 @@ BACKFILL = (
     f"INSERT INTO grouping_best ({_GROUPING}) SELECT {_GROUPING} FROM ({VIEWS_0002['grouping_effect']}) x",
     "INSERT INTO sweep_counts (sweep_id, n_rows, stale) SELECT sweep_id, COUNT(*), 0 FROM measurements "
     "WHERE sweep_id IS NOT NULL GROUP BY sweep_id",
+    "INSERT INTO gpu_best (gpu_name, dtype, m, n, k, variant, measurement_id, ms) "
+    "SELECT gpu_name, dtype, m, n, k, variant, measurement_id, ms FROM (SELECT e.gpu_name, s.dtype, s.m, "
+    "s.n, s.k, s.variant, s.measurement_id, s.ms, ROW_NUMBER() OVER (PARTITION BY e.gpu_name, s.dtype, "
+    "s.m, s.n, s.k, s.variant ORDER BY s.ms, s.measurement_id) AS rn FROM shape_best s "
+    "JOIN environments e ON e.id = s.environment_id) x WHERE rn = 1",
 )
+CHANGED_VIEWS = ("best_configs", "grouping_effect")
 
 
 def _stats_columns() -> list[sa.Column]:
@@ -88,7 +99,8 @@ SHAPE = ("environment_id", "dtype", "m", "n", "k")
 def upgrade() -> None:
     op.create_index("ix_measurements_recent", "measurements", list(RECENT))
     op.create_index("ix_measurements_shape", "measurements", list(SHAPE))
-    op.execute("DROP VIEW grouping_effect")
+    for name in CHANGED_VIEWS:
+        op.execute(f"DROP VIEW {name}")
     # No foreign keys (derived rows), as revision 0003's summaries.
     op.create_table(
         "shape_stats",
@@ -119,6 +131,16 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint(*_GROUPING.split(", ")[:13], name="pk_grouping_best"),
     )
     op.create_table(
+        "gpu_best",
+        sa.Column("gpu_name", sa.String(), nullable=False),
+        sa.Column("dtype", sa.String(), nullable=False),
+        *_int_columns("m", "n", "k"),
+        sa.Column("variant", sa.String(), nullable=False),
+        *_int_columns("measurement_id"),
+        sa.Column("ms", sa.Float(53), nullable=False),
+        sa.PrimaryKeyConstraint("gpu_name", "dtype", "m", "n", "k", "variant", name="pk_gpu_best"),
+    )
+    op.create_table(
         "sweep_counts",
         sa.Column("sweep_id", sa.Integer(), autoincrement=False, nullable=False),
         *_int_columns("n_rows", "stale"),
@@ -126,15 +148,19 @@ def upgrade() -> None:
     )
     for fill in BACKFILL:
         op.execute(fill)
-    op.execute(f"CREATE VIEW grouping_effect AS {VIEWS_0004['grouping_effect']}")
+    for name in CHANGED_VIEWS:
+        op.execute(f"CREATE VIEW {name} AS {VIEWS_0004[name]}")
 
 
 def downgrade() -> None:
-    op.execute("DROP VIEW grouping_effect")
+    for name in CHANGED_VIEWS:
+        op.execute(f"DROP VIEW {name}")
     op.drop_table("sweep_counts")
+    op.drop_table("gpu_best")
     op.drop_table("grouping_best")
     op.drop_table("variant_stats")
     op.drop_table("shape_stats")
     op.drop_index("ix_measurements_shape", table_name="measurements")
     op.drop_index("ix_measurements_recent", table_name="measurements")
-    op.execute(f"CREATE VIEW grouping_effect AS {VIEWS_0003['grouping_effect']}")
+    for name in CHANGED_VIEWS:
+        op.execute(f"CREATE VIEW {name} AS {VIEWS_0003[name]}")
