@@ -37,7 +37,7 @@ from sqlalchemy.sql.expression import TableClause
 
 from db.errors import DatabaseError
 from db.models import Environment, Measurement, Sweep, SweepCount, VariantStats
-from db.records import Backend, Status
+from db.records import Backend
 from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
 
 Filter = str | int | Sequence[str] | Sequence[int] | None
@@ -408,9 +408,9 @@ def done_keys(
     """The point keys (db.records.point_key) stored for these environments, in any status unless given.
 
     code_versions, variants, dtypes and shapes (m, n, k) narrow it to a sweep's own points, what a
-    resume needs: then it reads one range of the unique index (or of ix_measurements_view without
-    code_versions) per (environment, code version, variant, dtype, shape), so its cost follows the
-    sweep, not the database (10M rows: docs/bench/db_views.md).
+    resume needs: then it reads one range of ix_measurements_shape per (environment, dtype, shape,
+    variant, code version), so its cost follows the sweep, not the database (10M rows:
+    docs/bench/db_views.md).
     Unscoped, it reads the unique index alone; the cost is Python building the tuples, about
     1.4 µs a key here.
     """
@@ -424,14 +424,12 @@ def done_keys(
     scoped = variants is not None or dtypes is not None or shapes is not None
     if statuses is not None:
         stmt = stmt.where(t.c.status.in_([str(s) for s in statuses]))
-    elif scoped and code_versions is None:  # status is ix_measurements_view's second column
-        stmt = stmt.where(t.c.status.in_([str(s) for s in Status]))
-    if code_versions is not None:  # the unique index's second column
+    if code_versions is not None:
         stmt = stmt.where(t.c.code_version.in_(sorted({str(v) for v in code_versions})))
-    # SQLite, without statistics, counts seeks and would take ix_measurements_shape (environment, dtype,
-    # m, n, k: fewer IN combinations), then read the table for the code version and config of every
-    # row of those shapes, all nights' (1M rows: 0.11 s -> 0.20 s for a full-preset-like resume).
-    index = "ix_measurements_view" if scoped and code_versions is None else "uq_measurements_point"
+    # Scoped: ix_measurements_shape (environment, dtype, m, n, k, variant, code version, config key,
+    # status) answers alone; unscoped, the unique index (environment first). SQLite, without statistics,
+    # may otherwise pick an index that leaves a table read per row.
+    index = "ix_measurements_shape" if scoped else "uq_measurements_point"
     stmt = stmt.with_hint(t, f"INDEXED BY {index}", "sqlite")
     if variants is not None:
         stmt = stmt.where(t.c.variant.in_(sorted({str(v) for v in variants})))

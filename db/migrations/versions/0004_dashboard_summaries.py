@@ -21,7 +21,8 @@ thousand rows:
 - sweep_counts: per sweep, its rows (what `sweeps` counted with a pass over the sweep_id index).
 
 Two indexes serve db.queries.results: ix_measurements_recent (environment, dtype, id) for an
-environment's newest rows, ix_measurements_shape (environment, dtype, m, n, k) for one shape.
+environment's newest rows, ix_measurements_shape (environment, dtype, m, n, k, then the rest of the
+point key and the status) for one shape and for a resume's done_keys, which it covers.
 
 They are backfilled here from the rows already stored (the SQL below, frozen); a downgrade restores
 revision 0003's best_configs and grouping_effect views and drops the tables and indexes (they hold
@@ -93,7 +94,7 @@ def _int_columns(*names: str) -> list[sa.Column]:
 
 
 RECENT = ("environment_id", "dtype", "id")
-SHAPE = ("environment_id", "dtype", "m", "n", "k")
+SHAPE = ("environment_id", "dtype", "m", "n", "k", "variant", "code_version", "config_key", "status")
 
 
 def upgrade() -> None:
