@@ -447,6 +447,13 @@ def done_keys(
             listed = values(*(column(d, Integer) for d in "mnk"), name="wanted").data(wanted)
             found = stmt.where(*(t.c[d] == listed.c[d] for d in "mnk")).offset(0).lateral("found")
             stmt = select(found).select_from(listed).join(found, true())
+        elif code_versions is None:
+            # Without code versions SQLite seeks the index with a row-value IN list only up to dtype,
+            # then tests every row of the environment and dtype (10M rows: 2.4 s for 130 shapes); joined
+            # with the shapes as a table, it seeks (environment, dtype, m, n, k, variant) per shape
+            # (1.0 s, most of it building 193k keys). With them the IN list is faster (0.03 s vs 0.07 s).
+            listed = values(*(column(d, Integer) for d in "mnk"), name="wanted").data(wanted).cte("wanted")
+            stmt = stmt.where(*(t.c[d] == listed.c[d] for d in "mnk"))
         else:
             stmt = stmt.where(tuple_(t.c.m, t.c.n, t.c.k).in_(wanted))
     return set(fetch(conn, stmt)[1])
