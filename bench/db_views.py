@@ -296,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                 k_range=shape[2:] * 2,
             ),
         ),
+        ("count_results (gpu, dtype)", lambda c: [queries.count_results(c, gpu_name=gpu, dtype=dtype)]),
         ("best_configs (gpu, dtype)", lambda c: queries.best_configs(c, gpu_name=gpu, dtype=dtype)),
         ("splitk_speedup (gpu, dtype)", lambda c: queries.splitk_speedup(c, gpu_name=gpu, dtype=dtype)),
         (

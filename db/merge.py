@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from sqlalchemy import Connection, Engine, Table, func, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
@@ -26,7 +27,7 @@ from db.errors import DatabaseError
 from db.models import POINT_KEY, Environment, Measurement, Sweep
 from db.records import utcnow
 from db.schema import open_engine
-from db.summaries import Group, refresh
+from db.summaries import Group, Point, mark_sweeps, refresh
 
 # Rows per INSERT: 500 rows x 44 columns = 22,000 bound parameters, under SQLite's limit of 32,766
 # and PostgreSQL's 65,535 (db.writes chooses the same).
@@ -147,6 +148,12 @@ def _measurements(
             row["updated_at"] = now
             rows.append(row)
         held = _held(write, rows)
+        touched: dict[int, set[Point]] = {}
+        for row in rows:
+            point = (row["code_version"], row["dtype"], row["m"], row["n"], row["k"], row["variant"])
+            touched.setdefault(row["environment_id"], set()).add(point)
+        for env_id, points in touched.items():  # the sweeps that may lose a point to the source's
+            mark_sweeps(write, env_id, points)
         stmt = _insert(write, m).values(rows)
         newer = stmt.excluded.created_at > m.c.created_at
         stmt = stmt.on_conflict_do_update(
@@ -160,12 +167,9 @@ def _measurements(
         summary.measurements_added += added
         summary.measurements_replaced += written - added
         summary.measurements_kept += held - (written - added)
-        touched: dict[int, set[Group]] = {}
-        for row in rows:
-            group = (row["dtype"], row["m"], row["n"], row["k"], row["variant"])
-            touched.setdefault(row["environment_id"], set()).add(group)
-        for env_id, groups in touched.items():
-            refresh(write, env_id, groups)
+        for env_id, points in touched.items():
+            mark_sweeps(write, env_id, points)
+            refresh(write, env_id, {cast(Group, p[1:]) for p in points})
 
 
 def _held(write: Connection, rows: list[dict]) -> int:

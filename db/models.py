@@ -1,7 +1,7 @@
 """Typed models of the tables: environments, sweeps, measurements, and the per-shape summaries.
 
 Column names are the field names of `db.records` (the farm's records), so a record becomes a row
-without a mapping table. Revisions 0001 to 0003 in `db/migrations` create the same schema with
+without a mapping table. Revisions 0001 to 0004 in `db/migrations` create the same schema with
 explicit DDL; `tests/db` checks that the two agree.
 """
 
@@ -64,6 +64,11 @@ class UTCDateTime(TypeDecorator[datetime]):
 POINT_KEY = ("environment_id", "code_version", "variant", "dtype", "m", "n", "k", "config_key")
 # Column order: equality filters first (environment <- gpu_name, status = 'ok', dtype), then what
 # filter_options groups by (variant), then the rest of the config, ms last (MIN(ms) is the first entry).
+# Equality filters of one shape first (results() of a shape, done_keys per shape), then the rest of
+# the point key and the status: done_keys' columns and filters.
+SHAPE_INDEX = (
+    "environment_id", "dtype", "m", "n", "k", "variant", "code_version", "config_key", "status",
+)  # fmt: skip
 VIEW_INDEX = (
     "environment_id",
     "status",
@@ -228,6 +233,12 @@ class Measurement(Base):
         # 1M rows); summary and filter_options scan it in order. About 60 bytes a row.
         Index("ix_measurements_view", *VIEW_INDEX),
         Index(None, "sweep_id"),
+        # results() per environment (revision 0004): its newest rows of a dtype, read backwards with a
+        # LIMIT, and the rows of one shape (1.7-2.4 s and 0.6-0.8 s at 10M through the unique index).
+        # The shape index carries the rest of the point key and the status, so a resume's done_keys
+        # reads its shapes from it alone, with or without code versions (1.4 s at 10M without).
+        Index("ix_measurements_recent", "environment_id", "dtype", "id"),
+        Index("ix_measurements_shape", *SHAPE_INDEX),
         CheckConstraint(_in("status", Status), name="status"),
         CheckConstraint(_in("backend", Backend), name="backend"),
     )
@@ -271,5 +282,107 @@ class SplitBest(Base):
     block_m: Mapped[int] = mapped_column(primary_key=True)
     block_n: Mapped[int] = mapped_column(primary_key=True)
     is_split: Mapped[int] = mapped_column(primary_key=True)
+    measurement_id: Mapped[int]
+    ms: Mapped[float]
+
+
+# ---- summaries for the dashboard's other questions (db.summaries; revision 0004) ----
+# Counts and accuracy aggregates per status, so summary, filter_options, environments and accuracy
+# read a few hundred rows instead of every measurement (1.0-4.5 s each on 10M rows before), and the
+# grouping_effect view's own rows. The aggregates combine across rows: counts and sums add up, maxima
+# take the max; rel_err_mean is rel_err_sum / rel_err_n.
+class _Stats:
+    """Rows of one status, and over them the accuracy columns as accuracy() aggregates them."""
+
+    n_rows: Mapped[int]
+    rel_err_max: Mapped[float | None]
+    rel_err_sum: Mapped[float | None]
+    rel_err_n: Mapped[int]  # rows with a rel_err
+    nondet_max: Mapped[float | None]
+    nondet_sq_per_k_max: Mapped[float | None]  # max(nondeterminism^2 / k)
+    n_nondet: Mapped[int]  # rows with nondeterminism > 0
+
+
+class ShapeStats(_Stats, Base):
+    """Per (environment, dtype, variant, m, n, k, status): what variant_stats is recomputed from when a
+    write touches one shape (a variant of an environment holds up to 10^5 rows; a shape about 100)."""
+
+    __tablename__ = "shape_stats"
+
+    environment_id: Mapped[int] = mapped_column(primary_key=True)
+    dtype: Mapped[label] = mapped_column(primary_key=True)
+    variant: Mapped[label] = mapped_column(primary_key=True)
+    m: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(primary_key=True)
+    k: Mapped[int] = mapped_column(primary_key=True)
+    status: Mapped[label] = mapped_column(primary_key=True)
+
+
+class VariantStats(_Stats, Base):
+    """Per (environment, dtype, variant, status), with the range of m, n and k of its rows."""
+
+    __tablename__ = "variant_stats"
+
+    environment_id: Mapped[int] = mapped_column(primary_key=True)
+    dtype: Mapped[label] = mapped_column(primary_key=True)
+    variant: Mapped[label] = mapped_column(primary_key=True)
+    status: Mapped[label] = mapped_column(primary_key=True)
+    m_min: Mapped[int]
+    m_max: Mapped[int]
+    n_min: Mapped[int]
+    n_max: Mapped[int]
+    k_min: Mapped[int]
+    k_max: Mapped[int]
+
+
+class GroupingBest(Base):
+    """The grouping_effect view's rows: per (gpu_name, dtype, m, n, k, variant, block config, group_m > 1),
+    the fastest ok time, the fastest ok time of group_m = 1 with the same config (ms_group1), and the
+    largest operand_bytes and l2_bytes of those rows; kept per GPU model, as the view compares."""
+
+    __tablename__ = "grouping_best"
+
+    gpu_name: Mapped[label] = mapped_column(primary_key=True)
+    dtype: Mapped[label] = mapped_column(primary_key=True)
+    m: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(primary_key=True)
+    k: Mapped[int] = mapped_column(primary_key=True)
+    variant: Mapped[label] = mapped_column(primary_key=True)
+    block_m: Mapped[int] = mapped_column(primary_key=True)
+    block_n: Mapped[int] = mapped_column(primary_key=True)
+    block_k: Mapped[int] = mapped_column(primary_key=True)
+    split_k: Mapped[int] = mapped_column(primary_key=True)
+    num_warps: Mapped[int] = mapped_column(primary_key=True)
+    num_stages: Mapped[int] = mapped_column(primary_key=True)
+    group_m: Mapped[int] = mapped_column(primary_key=True)
+    ms: Mapped[float]
+    ms_group1: Mapped[float]
+    operand_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    l2_bytes: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class SweepCount(Base):
+    """Per sweep: its rows (those no later sweep rewrote). stale = 1 marks a sweep that a write in progress
+    may have changed: refresh recounts it from the sweep_id index before the transaction ends."""
+
+    __tablename__ = "sweep_counts"
+
+    sweep_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    n_rows: Mapped[int]
+    stale: Mapped[int]
+
+
+class GpuBest(Base):
+    """Per (gpu_name, dtype, m, n, k, variant): the fastest ok measurement over the GPU model's environments
+    (the best of their shape_best rows), which the best_configs view fetches by id."""
+
+    __tablename__ = "gpu_best"
+
+    gpu_name: Mapped[label] = mapped_column(primary_key=True)
+    dtype: Mapped[label] = mapped_column(primary_key=True)
+    m: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(primary_key=True)
+    k: Mapped[int] = mapped_column(primary_key=True)
+    variant: Mapped[label] = mapped_column(primary_key=True)
     measurement_id: Mapped[int]
     ms: Mapped[float]

@@ -29,14 +29,15 @@ from sqlalchemy import (
     table,
     true,
     tuple_,
+    union_all,
     values,
 )
 from sqlalchemy.engine.cursor import CursorFetchStrategy
 from sqlalchemy.sql.expression import TableClause
 
 from db.errors import DatabaseError
-from db.models import Environment, Measurement, Sweep
-from db.records import Backend, Status
+from db.models import Environment, Measurement, Sweep, SweepCount, VariantStats
+from db.records import Backend
 from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
 
 Filter = str | int | Sequence[str] | Sequence[int] | None
@@ -70,7 +71,9 @@ def conditions(v: TableClause, **filters: Any) -> list[ColumnElement[bool]]:
             conds += [v.c[d] == _plain(x) for d, x in zip("mnk", value)]
         elif name.endswith("_range"):
             col = v.c[name.removesuffix("_range")]
-            conds += [col >= _plain(value[0]), col <= _plain(value[1])]
+            low, high = _plain(value[0]), _plain(value[1])
+            # One value as equality: an index then seeks m, n and k (a range stops the seek at m).
+            conds += [col == low] if low == high else [col >= low, col <= high]
         elif isinstance(value, str) or not isinstance(value, Iterable):
             conds.append(v.c[name] == _plain(value))
         else:
@@ -142,12 +145,32 @@ def results(
     k_range: Range | None = None,
     limit: int | None = None,
 ) -> pd.DataFrame:
-    """Measurements with their environment, newest first (ranges are inclusive)."""
+    """Measurements with their environment, newest first (ranges are inclusive).
+
+    With a limit, the ids come first: each environment of the GPU filter gives its newest `limit`
+    ids from ix_measurements_recent (environment, dtype, id), the newest `limit` of those are fetched
+    whole. One ORDER BY id over the GPU's environments read and sorted every row of the GPU and dtype
+    (1.7-2.4 s for 5,000 rows at 10M; docs/bench/db_views.md), and PostgreSQL, asked for whole rows
+    per environment, walked the primary key backwards through other environments' rows instead.
+    """
     filters = dict(gpu_name=gpu_name, dtype=dtype, variant=variant, status=status)
     ranges = dict(m_range=m_range, n_range=n_range, k_range=k_range)
     v = view("results")
     stmt = select(v).where(*conditions(v, **filters, **ranges)).order_by(v.c.id.desc())
-    return frame(conn, stmt.limit(limit) if limit is not None else stmt)
+    if limit is None:
+        return frame(conn, stmt)
+    e, t = Environment.__table__, Measurement.__table__
+    env_ids = conn.scalars(select(e.c.id).where(*conditions(e, gpu_name=gpu_name)).order_by(e.c.id)).all()
+    ids = select(t.c.id).where(*conditions(t, dtype=dtype, variant=variant, status=status, **ranges))
+    newest = [
+        select(ids.where(t.c.environment_id == i).order_by(t.c.id.desc()).limit(limit).subquery())
+        for i in env_ids
+    ]
+    if not newest:
+        return frame(conn, stmt.limit(limit))
+    both = union_all(*newest).subquery()
+    winners = select(both.c.id).order_by(both.c.id.desc()).limit(limit)
+    return frame(conn, stmt.where(v.c.id.in_(winners)))
 
 
 def best_configs(
@@ -231,24 +254,28 @@ def accuracy(
     the largest of it over the output's scale. The scale is not stored: the farm's inputs are standard
     normal (farm.measure), so each output element is a sum of K unit-variance products, rms sqrt(K),
     and nondeterminism / sqrt(K) is the difference in units of a typical output element.
+
+    Read from variant_stats (db.summaries): a few dozen rows, where aggregating every checked row of
+    the GPU and dtype took 1.8-2.9 s at 10M. rel_err_mean is their sum over their count.
     """
-    r = view("results")
+    s, e = VariantStats.__table__, Environment.__table__
     stmt = (
         select(
-            r.c.variant,
-            r.c.dtype,
-            func.count().label("n_checked"),
-            func.sum(case((r.c.status == "wrong", 1), else_=0)).label("n_wrong"),
-            func.max(r.c.rel_err).label("rel_err_max"),
-            func.avg(r.c.rel_err).label("rel_err_mean"),
-            func.max(r.c.nondeterminism).label("nondeterminism_max"),
-            # Squared over K: max(x^2 / k) = max(x / sqrt(k))^2, and SQLite may lack SQRT.
-            func.max(r.c.nondeterminism * r.c.nondeterminism / r.c.k).label("_nondet_sq_per_k"),
-            func.sum(case((r.c.nondeterminism > 0, 1), else_=0)).label("n_nondeterministic"),
+            s.c.variant,
+            s.c.dtype,
+            func.sum(s.c.n_rows).label("n_checked"),
+            func.sum(case((s.c.status == "wrong", s.c.n_rows), else_=0)).label("n_wrong"),
+            func.max(s.c.rel_err_max).label("rel_err_max"),
+            (func.sum(s.c.rel_err_sum) / func.nullif(func.sum(s.c.rel_err_n), 0)).label("rel_err_mean"),
+            func.max(s.c.nondet_max).label("nondeterminism_max"),
+            func.max(s.c.nondet_sq_per_k_max).label("_nondet_sq_per_k"),
+            func.sum(s.c.n_nondet).label("n_nondeterministic"),
         )
-        .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, variant=variant, status=("ok", "wrong")))
-        .group_by(r.c.variant, r.c.dtype)
-        .order_by(r.c.variant, r.c.dtype)
+        .join(e, e.c.id == s.c.environment_id)
+        .where(*conditions(s, dtype=dtype, variant=variant, status=("ok", "wrong")))
+        .where(*conditions(e, gpu_name=gpu_name))
+        .group_by(s.c.variant, s.c.dtype)
+        .order_by(s.c.variant, s.c.dtype)
     )
     df = frame(conn, stmt)
     df["nondeterminism_rel_max"] = np.sqrt(pd.to_numeric(df.pop("_nondet_sq_per_k")).astype("float64"))
@@ -258,22 +285,22 @@ def accuracy(
 # ---- sweeps, environments, comparisons ----
 
 
-def _count_by(conn: Connection, col) -> pd.DataFrame:
-    stmt = select(col, func.count().label("n_measurements")).group_by(col)
-    return pd.DataFrame(conn.execute(stmt).all(), columns=[col.name, "n_measurements"])
-
-
 def sweeps(conn: Connection) -> pd.DataFrame:
     """All sweeps, newest first, with n_measurements: the rows they wrote that no later sweep rewrote."""
     df = frame(conn, select(Sweep.__table__).order_by(Sweep.id.desc()))
-    counts = _count_by(conn, Measurement.__table__.c.sweep_id).rename(columns={"sweep_id": "id"})
+    c = SweepCount.__table__  # kept by the writers (db.summaries): counting took 0.4-0.6 s at 10M
+    rows = conn.execute(select(c.c.sweep_id, c.c.n_rows)).all()
+    counts = pd.DataFrame(rows, columns=["id", "n_measurements"])
     return normalize(df.merge(counts, on="id", how="left").fillna({"n_measurements": 0}))
 
 
 def environments(conn: Connection) -> pd.DataFrame:
-    """All environments with their number of measurements."""
+    """All environments with their number of measurements (from variant_stats: 1.1-1.3 s at 10M
+    counted from the measurements)."""
     df = frame(conn, select(Environment.__table__).order_by(Environment.id))
-    counts = _count_by(conn, Measurement.__table__.c.environment_id).rename(columns={"environment_id": "id"})
+    s = VariantStats.__table__
+    stmt = select(s.c.environment_id, func.sum(s.c.n_rows)).group_by(s.c.environment_id)
+    counts = pd.DataFrame(conn.execute(stmt).all(), columns=["id", "n_measurements"])
     return normalize(df.merge(counts, on="id", how="left").fillna({"n_measurements": 0}))
 
 
@@ -316,15 +343,16 @@ def _most_first(counts: Counter[str]) -> dict[str, int]:
 def summary(conn: Connection) -> dict[str, Any]:
     """Counts by status, backend and GPU; numbers of sweeps and environments; the last sweep (a dict or None).
 
-    One ordered scan of ix_measurements_view grouped by environment (0.07 s on 1M rows); backend and
-    GPU come from the environment (a row's backend is its environment's).
+    Counted from variant_stats (db.summaries; counting the measurements took 1.0-1.6 s at 10M); backend
+    and GPU come from the environment (a row's backend is its environment's).
     """
-    m, e, s = Measurement.__table__, Environment.__table__, Sweep.__table__
+    v, e, s = VariantStats.__table__, Environment.__table__, Sweep.__table__
     env = {row.id: row for row in conn.execute(select(e.c.id, e.c.gpu_name, e.c.backend))}
     by_status: Counter[str] = Counter()
     by_backend: Counter[str] = Counter()
     by_gpu: Counter[str] = Counter()
-    stmt = select(m.c.environment_id, m.c.status, func.count()).group_by(m.c.environment_id, m.c.status)
+    keys = (v.c.environment_id, v.c.status)
+    stmt = select(*keys, func.sum(v.c.n_rows)).group_by(*keys)
     for env_id, status, n in conn.execute(stmt):
         by_status[status] += n
         by_backend[env[env_id].backend] += n
@@ -344,12 +372,13 @@ def summary(conn: Connection) -> dict[str, Any]:
 def filter_options(conn: Connection) -> dict[str, Any]:
     """What the dashboard's filters offer: gpu_names, dtypes, variants, statuses, and (min, max) of m, n, k.
 
-    Grouped in ix_measurements_view's order (environment, status, dtype, variant): no sort.
+    Read from variant_stats (db.summaries), one row per (environment, dtype, variant, status) with its
+    range of m, n and k (grouping the measurements took 2.2-4.5 s at 10M).
     """
-    m, e = Measurement.__table__, Environment.__table__
-    keys = (m.c.environment_id, m.c.status, m.c.dtype, m.c.variant)
-    bounds = [agg(m.c[d]) for d in "mnk" for agg in (func.min, func.max)]
-    rows = conn.execute(select(*keys, *bounds).group_by(*keys)).all()
+    v, e = VariantStats.__table__, Environment.__table__
+    keys = (v.c.environment_id, v.c.status, v.c.dtype, v.c.variant)
+    bounds = [v.c[f"{d}_{agg}"] for d in "mnk" for agg in ("min", "max")]
+    rows = conn.execute(select(*keys, *bounds)).all()
     gpu_of = dict(conn.execute(select(e.c.id, e.c.gpu_name)).all())
     out: dict[str, Any] = {
         "gpu_names": sorted({gpu_of[r[0]] for r in rows}),
@@ -379,9 +408,9 @@ def done_keys(
     """The point keys (db.records.point_key) stored for these environments, in any status unless given.
 
     code_versions, variants, dtypes and shapes (m, n, k) narrow it to a sweep's own points, what a
-    resume needs: then it reads one range of the unique index (or of ix_measurements_view without
-    code_versions) per (environment, code version, variant, dtype, shape), so its cost follows the
-    sweep, not the database (10M rows: docs/bench/db_views.md).
+    resume needs: then it reads one range of ix_measurements_shape per (environment, dtype, shape,
+    variant, code version), so its cost follows the sweep, not the database (10M rows:
+    docs/bench/db_views.md).
     Unscoped, it reads the unique index alone; the cost is Python building the tuples, about
     1.4 µs a key here.
     """
@@ -395,10 +424,13 @@ def done_keys(
     scoped = variants is not None or dtypes is not None or shapes is not None
     if statuses is not None:
         stmt = stmt.where(t.c.status.in_([str(s) for s in statuses]))
-    elif scoped and code_versions is None:  # status is ix_measurements_view's second column
-        stmt = stmt.where(t.c.status.in_([str(s) for s in Status]))
-    if code_versions is not None:  # the unique index's second column
+    if code_versions is not None:
         stmt = stmt.where(t.c.code_version.in_(sorted({str(v) for v in code_versions})))
+    # Scoped: ix_measurements_shape (environment, dtype, m, n, k, variant, code version, config key,
+    # status) answers alone; unscoped, the unique index (environment first). SQLite, without statistics,
+    # may otherwise pick an index that leaves a table read per row.
+    index = "ix_measurements_shape" if scoped else "uq_measurements_point"
+    stmt = stmt.with_hint(t, f"INDEXED BY {index}", "sqlite")
     if variants is not None:
         stmt = stmt.where(t.c.variant.in_(sorted({str(v) for v in variants})))
     if dtypes is not None:
@@ -415,6 +447,13 @@ def done_keys(
             listed = values(*(column(d, Integer) for d in "mnk"), name="wanted").data(wanted)
             found = stmt.where(*(t.c[d] == listed.c[d] for d in "mnk")).offset(0).lateral("found")
             stmt = select(found).select_from(listed).join(found, true())
+        elif code_versions is None:
+            # Without code versions SQLite seeks the index with a row-value IN list only up to dtype,
+            # then tests every row of the environment and dtype (10M rows: 2.4 s for 130 shapes); joined
+            # with the shapes as a table, it seeks (environment, dtype, m, n, k, variant) per shape
+            # (1.0 s, most of it building 193k keys). With them the IN list is faster (0.03 s vs 0.07 s).
+            listed = values(*(column(d, Integer) for d in "mnk"), name="wanted").data(wanted).cte("wanted")
+            stmt = stmt.where(*(t.c[d] == listed.c[d] for d in "mnk"))
         else:
             stmt = stmt.where(tuple_(t.c.m, t.c.n, t.c.k).in_(wanted))
     return set(fetch(conn, stmt)[1])
@@ -547,9 +586,21 @@ def gpu_peaks(conn: Connection, *, gpu_name: str) -> dict[str, float]:
 
 
 def count_results(conn: Connection, **filters: Any) -> int:
-    """How many rows results() returns for the same filters (the explorer shows a capped page)."""
-    r = view("results")
-    return int(conn.scalar(select(func.count()).select_from(r).where(*conditions(r, **filters))) or 0)
+    """How many rows results() returns for the same filters (the explorer shows a capped page).
+
+    Without m, n or k ranges, summed from variant_stats (db.summaries) instead of counted.
+    """
+    if any(filters.get(f"{d}_range") is not None for d in "mnk"):
+        r = view("results")
+        return int(conn.scalar(select(func.count()).select_from(r).where(*conditions(r, **filters))) or 0)
+    s, e = VariantStats.__table__, Environment.__table__
+    stmt = (
+        select(func.sum(s.c.n_rows))
+        .join(e, e.c.id == s.c.environment_id)
+        .where(*conditions(s, **{k: v for k, v in filters.items() if k != "gpu_name"}))
+        .where(*conditions(e, gpu_name=filters.get("gpu_name")))
+    )
+    return int(conn.scalar(stmt) or 0)
 
 
 def throttled_share(conn: Connection, **filters: Any) -> dict[str, int]:

@@ -304,5 +304,28 @@ VIEWS_0003: dict[str, str] = {
     "splitk_speedup": _SPLITK_0003,
     "vs_cublas": _VS_CUBLAS_0003,
 }
+# ---- revision 0004: best_configs reads gpu_best, grouping_effect grouping_best ----
+# grouping_best (db.models, kept by db.summaries) holds the rows of VIEWS_0002's grouping_effect per GPU
+# model: the view only adds the two computed columns, with the same expressions.
+_GROUPING_0004 = (
+    f"SELECT {_cols(_GROUP_KEY)}, group_m, operand_bytes, l2_bytes, "
+    "CAST(operand_bytes AS DOUBLE PRECISION) / NULLIF(l2_bytes, 0) AS operand_to_l2, "
+    "ms, ms_group1, ms_group1 / NULLIF(ms, 0) AS speedup FROM grouping_best"
+)
+
+# best_configs: gpu_best holds the winner per GPU model (the best of its environments' shape_best rows),
+# so no ranking pass is left: the view fetches the winners' rows by id.
+_BEST_CONFIGS_0004 = (
+    f"SELECT {', '.join(f'b.{c}' if c in (*_BEST_KEY, 'id') else f'r.{c}' for c in RESULTS_COLUMNS)} "
+    f"FROM (SELECT measurement_id AS id, {_cols(_BEST_KEY)} FROM gpu_best) b JOIN results r ON r.id = b.id"
+)
+
+# Revision 0004's views, in creation order: 0003's, with best_configs and grouping_effect reading
+# their summaries.
+VIEWS_0004: dict[str, str] = {
+    **VIEWS_0003,
+    "best_configs": _BEST_CONFIGS_0004,
+    "grouping_effect": _GROUPING_0004,
+}
 # What the code at head creates (test-only later revisions drop and recreate these).
-VIEWS_HEAD = VIEWS_0003
+VIEWS_HEAD = VIEWS_0004

@@ -31,7 +31,7 @@ from db.records import (
     Status,
     utcnow,
 )
-from db.summaries import refresh
+from db.summaries import mark_sweeps, refresh
 
 # Rows per INSERT: 500 rows x 50 columns = 25,000 bound parameters, under SQLite's limit of 32,766
 # (since 3.32) and PostgreSQL's 65,535.
@@ -48,6 +48,8 @@ _BACKENDS = frozenset(Backend)
 _UPSERTS: dict[tuple[str, str, int], tuple[str, list[str], list[int] | None]] = {}
 # Where a row holds its db.summaries group: (dtype, m, n, k, variant).
 _GROUP_AT = tuple(_COLUMNS.index(c) for c in ("dtype", "m", "n", "k", "variant"))
+# And its db.summaries point: (code_version, dtype, m, n, k, variant).
+_POINT_AT = (_COLUMNS.index("code_version"), *_GROUP_AT)
 
 
 def _insert(session: Session, table: Table):
@@ -145,6 +147,8 @@ def upsert_measurements(
                 row[i] = process(row[i])
         rows[rec.key] = row
     pending = list(rows.values())
+    points = {tuple(row[i] for i in _POINT_AT) for row in pending}
+    mark_sweeps(conn, environment_id, points)  # the sweeps that may lose a point to this one
     if conn.dialect.name == "postgresql":
         # The one-row upsert, run with executemany, which psycopg 3 pipelines and prepares once: it
         # re-parses the multi-row statement (over 50 parameters) on every execution, 0.25 s of client
@@ -157,7 +161,8 @@ def upsert_measurements(
         chunk, pending = pending[:size], pending[size:]
         sql, names, order = _upsert(session, size)
         conn.exec_driver_sql(sql, _params(conn.dialect.positional, names, order, chain.from_iterable(chunk)))
-    refresh(conn, environment_id, {tuple(row[i] for i in _GROUP_AT) for row in pending or rows.values()})
+    mark_sweeps(conn, environment_id, points)
+    refresh(conn, environment_id, {tuple(row[i] for i in _GROUP_AT) for row in rows.values()})
     return len(rows)
 
 

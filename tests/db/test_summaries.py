@@ -1,10 +1,13 @@
-"""The per-shape summaries (db.summaries) behind best_configs, splitk_speedup and vs_cublas: after any
-sequence of writes the views read exactly what revision 0002's views computed from every row."""
+"""The summaries (db.summaries) behind best_configs, splitk_speedup, vs_cublas and grouping_effect, and
+behind the queries summary, filter_options, environments, accuracy: after any sequence of writes they
+read exactly what revision 0002's views and the queries' earlier SQL computed from every row."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 
+import numpy as np
 import pandas as pd
 import pytest
 from dbkit import A100, H200, count, rec, store
@@ -16,14 +19,18 @@ from db import queries, schema
 from db.engine import make_engine
 from db.merge import merge
 from db.views import VIEWS_0002
-from db.writes import environment_id
+from db.writes import environment_id, start_sweep
 
 # The rows that identify each view's row (its other columns follow from them).
 KEYS = {
     "best_configs": ["gpu_name", "dtype", "m", "n", "k", "variant"],
     "splitk_speedup": ["gpu_name", "dtype", "m", "n", "k", "block_m", "block_n"],
     "vs_cublas": ["gpu_name", "dtype", "m", "n", "k"],
-}
+    "grouping_effect": [
+        "gpu_name", "dtype", "m", "n", "k", "variant", "block_m", "block_n", "block_k", "split_k",
+        "num_warps", "num_stages", "group_m",
+    ],
+}  # fmt: skip
 SHAPES = [(495, 5333, 71), (128, 96, 4097), (333, 129, 4097)]
 BLOCKS = [(64, 64, 32), (128, 64, 32), (64, 128, 64)]
 # ms drawn from a few values, so ties (broken by the lower id) happen.
@@ -37,20 +44,98 @@ def read(conn: Connection, sql: str, name: str) -> pd.DataFrame:
 
 
 def assert_views_match_0002(conn: Connection) -> dict[str, int]:
-    """Each summary-backed view equals revision 0002's SQL over every row; returns the row counts."""
+    """Each summary-backed view equals revision 0002's SQL over every row, and each summary-backed
+    query equals its SQL of revision 0003 over every row; returns the views' row counts."""
     sizes = {}
     for name in KEYS:
         got = read(conn, f"SELECT * FROM {name}", name)
         want = read(conn, f"SELECT * FROM ({VIEWS_0002[name]}) x", name)
         pd.testing.assert_frame_equal(got, want, check_dtype=False, obj=name)
         sizes[name] = len(want)
+    assert_queries_match_scans(conn)
     return sizes
+
+
+def scan(conn: Connection, sql: str, **params) -> pd.DataFrame:
+    result = conn.execute(text(sql), params)
+    return queries.normalize(pd.DataFrame([tuple(r) for r in result], columns=list(result.keys())))
+
+
+# What accuracy() computed over every checked row before revision 0004.
+ACCURACY_0003 = (
+    "SELECT variant, dtype, COUNT(*) AS n_checked, SUM(CASE WHEN status = 'wrong' THEN 1 ELSE 0 END) "
+    "AS n_wrong, MAX(rel_err) AS rel_err_max, AVG(rel_err) AS rel_err_mean, MAX(nondeterminism) AS "
+    "nondeterminism_max, MAX(nondeterminism * nondeterminism / k) AS sq, SUM(CASE WHEN nondeterminism > 0 "
+    "THEN 1 ELSE 0 END) AS n_nondeterministic FROM results WHERE status IN ('ok', 'wrong') {where} "
+    "GROUP BY variant, dtype ORDER BY variant, dtype"
+)
+COUNTS_0003 = (
+    "SELECT e.id, e.gpu_name, e.backend, m.status, m.dtype, m.variant, COUNT(*) AS n, MIN(m.m) AS m_min, "
+    "MAX(m.m) AS m_max, MIN(m.n) AS n_min, MAX(m.n) AS n_max, MIN(m.k) AS k_min, MAX(m.k) AS k_max "
+    "FROM measurements m JOIN environments e ON e.id = m.environment_id "
+    "GROUP BY e.id, e.gpu_name, e.backend, m.status, m.dtype, m.variant"
+)
+
+
+def by_count(df: pd.DataFrame, col: str) -> dict[str, int]:
+    return queries._most_first(Counter({k: int(n) for k, n in df.groupby(col).n.sum().items()}))
+
+
+def assert_queries_match_scans(conn: Connection) -> None:
+    counts = scan(conn, COUNTS_0003)
+    got = queries.summary(conn)
+    assert got["measurements"] == counts.n.sum()
+    assert (got["by_status"], got["by_backend"], got["by_gpu"]) == (
+        by_count(counts, "status"),
+        by_count(counts, "backend"),
+        by_count(counts, "gpu_name"),
+    )
+    options = queries.filter_options(conn)
+    for key, col in (
+        ("gpu_names", "gpu_name"),
+        ("statuses", "status"),
+        ("dtypes", "dtype"),
+        ("variants", "variant"),
+    ):
+        assert options[key] == sorted(set(counts[col])), key
+    for d in "mnk":
+        want = (counts[f"{d}_min"].min(), counts[f"{d}_max"].max()) if len(counts) else (None, None)
+        assert options[d] == want, d
+    per_sweep = scan(conn, "SELECT sweep_id, COUNT(*) AS n FROM measurements GROUP BY sweep_id")
+    sweeps = queries.sweeps(conn).set_index("id").n_measurements.to_dict()
+    assert sweeps == {**dict.fromkeys(sweeps, 0), **per_sweep.dropna().set_index("sweep_id").n.to_dict()}
+    envs = queries.environments(conn).set_index("id").n_measurements.to_dict()
+    assert envs == {**dict.fromkeys(envs, 0), **counts.groupby("id").n.sum().to_dict()}
+
+    gpus = sorted(set(counts.gpu_name))
+    for gpu in [None, *gpus]:
+        where = "" if gpu is None else "AND gpu_name = :g"
+        want = scan(conn, ACCURACY_0003.format(where=where), g=gpu)
+        want["nondeterminism_rel_max"] = np.sqrt(pd.to_numeric(want.pop("sq")).astype("float64"))
+        got = queries.accuracy(conn, gpu_name=gpu)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False, obj=f"accuracy {gpu}")
+        for status in (None, "ok"):
+            only = "" if status is None else "AND status = :s"
+            count = f"SELECT COUNT(*) FROM results WHERE dtype = 'float32' {only} {where}"
+            want = conn.execute(text(count), {"g": gpu, "s": status}).scalar()
+            assert queries.count_results(conn, gpu_name=gpu, dtype="float32", status=status) == want
+        for dtype in ("bfloat16", "float32"):
+            newest = f"SELECT * FROM results WHERE dtype = :d {where} ORDER BY id DESC LIMIT 7"
+            want = scan(conn, newest, g=gpu, d=dtype)
+            got = queries.results(conn, gpu_name=gpu, dtype=dtype, limit=7)
+            pd.testing.assert_frame_equal(got, want, obj=f"results {gpu} {dtype}")
+    one = [(s, s) for s in SHAPES[0]]
+    got = queries.results(conn, m_range=one[0], n_range=one[1], k_range=one[2], limit=5)
+    want = scan(conn, "SELECT * FROM results WHERE m = :m AND n = :n AND k = :k ORDER BY id DESC LIMIT 5",
+                m=SHAPES[0][0], n=SHAPES[0][1], k=SHAPES[0][2])  # fmt: skip
+    pd.testing.assert_frame_equal(got, want, obj="results of one shape")
 
 
 def random_point(rng: random.Random):
     """A record of a random point: a few shapes, dtypes, variants and configs, any status, few times."""
     variant = rng.choice(["tiled", "grouped", "splitk", "splitk_det", "cublas"])
     status = rng.choices(["ok", "wrong", "compile_error"], [70, 15, 15])[0]
+    checked = status != "compile_error"
     return rec(
         variant,
         rng.choice(SHAPES),
@@ -60,7 +145,9 @@ def random_point(rng: random.Random):
         split_k=rng.choice((1, 2, 4)) if variant.startswith("splitk") else 1,
         num_warps=rng.choice((4, 8)),
         status=status,
-        ms=None if status == "compile_error" else rng.choice(TIMES),
+        ms=rng.choice(TIMES) if checked else None,
+        rel_err=rng.choice((None, 1e-4, 3e-3, 0.25)) if checked else None,
+        nondeterminism=rng.choice((None, 0.0, 0.0, 1e-3, 0.5)) if checked else None,
     )
 
 
@@ -69,9 +156,15 @@ def test_views_equal_0002_after_random_writes(engine: Engine, seed: int) -> None
     """Rounds of random batches on three environments (two of one GPU): points re-measured faster,
     slower, turned wrong or failed; the views match the window passes over every row each time."""
     rng = random.Random(seed)
-    for _ in range(8):
+    sweeps = [None]
+    for i in range(8):
         env = rng.choice([H200, H200_NODE2, A100])
-        store(engine, [random_point(rng) for _ in range(40)], env=env)
+        if rng.random() < 0.6:  # a new sweep; else an older one or none writes (points move between them)
+            with Session(engine) as session:
+                sweeps.append(start_sweep(session, name=f"s{i}", spec={}, command="", n_points=0))
+                session.commit()
+        sweep_id = sweeps[-1] if rng.random() < 0.7 else rng.choice(sweeps)
+        store(engine, [random_point(rng) for _ in range(40)], env=env, sweep_id=sweep_id)
         with engine.connect() as conn:
             sizes = assert_views_match_0002(conn)
     assert all(sizes.values()), sizes  # the last round compared real rows, not empty frames
@@ -107,7 +200,22 @@ def test_best_row_remeasured_slower_or_wrong_gives_way(engine: Engine) -> None:
         assert_views_match_0002(conn)
 
 
-def store_without_summaries(engine: Engine, records, env=H200) -> None:
+def test_sweep_counts_follow_points_that_a_later_sweep_rewrites(engine: Engine) -> None:
+    """A point re-measured by a later sweep (same code version) leaves the sweep that measured it first."""
+    with Session(engine) as session:
+        first, second = (start_sweep(session, name=n, spec={}, command="", n_points=2) for n in "ab")
+        session.commit()
+    point, other = rec("tiled", SHAPES[0], ms=1.0), rec("tiled", SHAPES[1], ms=2.0)
+    store(engine, [point, other], sweep_id=first)
+    store(engine, [rec("tiled", SHAPES[0], ms=0.9)], sweep_id=second)
+    store(engine, [rec("cublas", SHAPES[1], ms=0.5)])  # no sweep: counted nowhere
+    with engine.connect() as conn:
+        counts = queries.sweeps(conn).set_index("id").n_measurements.to_dict()
+        assert_queries_match_scans(conn)
+    assert counts == {first: 1, second: 1}
+
+
+def store_without_summaries(engine: Engine, records, env=H200, sweep_id: int | None = None) -> None:
     """Insert rows as code of revision 0002 did (no summaries to keep)."""
     meta = MetaData()
     meta.reflect(engine, only=["measurements"])
@@ -118,6 +226,7 @@ def store_without_summaries(engine: Engine, records, env=H200) -> None:
             {
                 **{c.name: getattr(r, c.name) for c in table.c if hasattr(r, c.name)},
                 "environment_id": env_id,
+                "sweep_id": sweep_id,
                 "updated_at": r.created_at,
             }
             for r in records
@@ -131,26 +240,49 @@ def view_frames(engine: Engine) -> dict[str, pd.DataFrame]:
         return {name: read(conn, f"SELECT * FROM {name}", name) for name in KEYS}
 
 
-def test_revision_0003_backfills_on_upgrade_and_drops_on_downgrade(target: str) -> None:
+SUMMARIES_0004 = {"gpu_best", "shape_stats", "variant_stats", "grouping_best", "sweep_counts"}
+INDEXES_0004 = {"ix_measurements_recent", "ix_measurements_shape"}
+
+
+def tables_and_indexes(engine: Engine) -> set[str]:
+    found = inspect(engine)
+    return {*found.get_table_names(), *(i["name"] for i in found.get_indexes("measurements"))}
+
+
+def test_revisions_0003_and_0004_backfill_on_upgrade_and_drop_on_downgrade(target: str) -> None:
     engine = make_engine(target)
     schema.upgrade(engine, "0002")
     rng = random.Random(7)
     points = {r.key: r for r in (random_point(rng) for _ in range(150))}  # distinct keys, as the table
+    with Session(engine) as session:
+        sweep = start_sweep(session, name="old", spec={}, command="", n_points=150)
+        session.commit()
     for i, env in enumerate([H200, H200_NODE2, A100]):
-        store_without_summaries(engine, list(points.values())[i::3], env=env)
+        store_without_summaries(engine, list(points.values())[i::3], env=env, sweep_id=sweep if i else None)
     before = view_frames(engine)
     assert all(len(f) for f in before.values())
 
     schema.upgrade(engine, "head")
-    assert schema.current(engine) == "0003"
+    assert schema.current(engine) == "0004"
     assert count(engine, "shape_best") > 0 and count(engine, "split_best") > 0
+    assert min(count(engine, t) for t in SUMMARIES_0004) > 0
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
     with engine.connect() as conn:
         assert_views_match_0002(conn)
 
+    schema.downgrade(engine, "0003")  # 0003's grouping_effect again, the 0004 tables and indexes gone
+    assert (SUMMARIES_0004 | INDEXES_0004).isdisjoint(tables_and_indexes(engine))
+    assert "shape_best" in tables_and_indexes(engine)
+    for name, frame in view_frames(engine).items():
+        pd.testing.assert_frame_equal(frame, before[name], obj=name)
+    schema.upgrade(engine, "head")  # 0004's backfill over a database at 0003
+    assert tables_and_indexes(engine) >= SUMMARIES_0004 | INDEXES_0004
+    with engine.connect() as conn:
+        assert_views_match_0002(conn)
+
     schema.downgrade(engine, "0002")
-    assert {"shape_best", "split_best"}.isdisjoint(inspect(engine).get_table_names())
+    assert {"shape_best", "split_best", *SUMMARIES_0004}.isdisjoint(inspect(engine).get_table_names())
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
     schema.upgrade(engine, "head")

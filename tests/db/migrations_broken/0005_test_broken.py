@@ -1,12 +1,12 @@
-"""Test-only revision that fails half way: the upgrade must leave the database at 0003, unchanged."""
+"""Test-only revision that fails half way: the upgrade must leave the database at 0004, unchanged."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
