@@ -37,7 +37,7 @@ from sqlalchemy.sql.expression import TableClause
 
 from db.errors import DatabaseError
 from db.models import Environment, Measurement, Sweep, SweepCount, VariantStats
-from db.records import Backend
+from db.records import POWER_LIMIT_EXCESS, Backend
 from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
 
 Filter = str | int | Sequence[str] | Sequence[int] | None
@@ -669,6 +669,15 @@ def eager_ms(v: TableClause) -> ColumnElement[float]:
     )
 
 
+def trusted_energy(v: TableClause, column: str) -> ColumnElement[float]:
+    """`column` (joules_per_launch or avg_watts) where the reading is physical; NULL where the point's
+    average power exceeded POWER_LIMIT_EXCESS times its enforced limit (a misread NVML counter: rows
+    stored before farm.timing dropped such readings)."""
+    misread = v.c.avg_watts > POWER_LIMIT_EXCESS * v.c.power_limit_w
+    return case((misread, None), else_=v.c[column]).label(column)
+
+
+ENERGY_COLUMNS = ("avg_watts", "joules_per_launch")
 DETAIL_COLUMNS = ("stream_ms", "host_ms", "timing_regime", "avg_watts", "joules_per_launch", "power_limit_w")
 
 
@@ -677,7 +686,8 @@ def measurement_details(conn: Connection, *, ids: Sequence[int]) -> pd.DataFrame
     power_limit_w (for pages whose rows come from a query that picks winners by id)."""
     r = view("results")
     wanted = sorted({int(i) for i in ids if pd.notna(i)})
-    stmt = select(r.c.id, *(r.c[c] for c in DETAIL_COLUMNS), eager_ms(r).label("eager_ms"))
+    details = (trusted_energy(r, c) if c in ENERGY_COLUMNS else r.c[c] for c in DETAIL_COLUMNS)
+    stmt = select(r.c.id, *details, eager_ms(r).label("eager_ms"))
     df = frame(conn, stmt.where(r.c.id.in_(wanted)).order_by(r.c.id))
     df["eager_ms"] = pd.to_numeric(df.eager_ms).astype("float64")
     return df
@@ -697,7 +707,7 @@ def grouping_gain(
     key, group_m, operand_bytes, l2_bytes, operand_to_l2, then for the group_m row (no prefix) and the
     group_m = 1 row (suffix `_group1`): id, ms, joules_per_launch, timing_regime; time_gain =
     ms_group1 / ms (the view's speedup) and energy_gain = joules_group1 / joules, NULL unless both rows
-    have energy (> 1: grouping saves).
+    have a trusted energy reading (`trusted_energy`; > 1: grouping saves).
     """
     r = view("results")
     scope = conditions(r, gpu_name=gpu_name, dtype=dtype, shape=shape, status="ok")
@@ -708,7 +718,7 @@ def grouping_gain(
         select(
             *(r.c[c] for c in _GAIN_KEY),
             r.c.group_m,
-            *(r.c[c] for c in _GAIN_ROW),
+            *(trusted_energy(r, c) if c in ENERGY_COLUMNS else r.c[c] for c in _GAIN_ROW),
             r.c.operand_bytes,
             r.c.l2_bytes,
             func.row_number()

@@ -33,6 +33,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from db.records import POWER_LIMIT_EXCESS
 from farm.clock import (
     MAX_SLEEP_US,
     PROFILED_HOST_FACTOR,
@@ -45,10 +46,6 @@ from farm.clock import (
 from farm.gpu import GpuState
 
 REGIMES = ("steady", "interleaved", "rest")
-# The most a point's average power may exceed the enforced limit before its energy is dropped as
-# misread. Visit 19's grouping sweeps stored 1084 W on average (up to 2596 W) for rows throttled at
-# a 700 W limit: the per-block counter readings are wrong, not only noisy (docs/perf-notes.md).
-POWER_LIMIT_EXCESS = 1.1
 
 
 # -- statistics ----------------------------------------------------------------------------------

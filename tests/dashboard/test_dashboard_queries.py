@@ -252,3 +252,24 @@ def test_a_row_stored_with_zero_joules_has_no_energy_gain(tmp_path: Path) -> Non
     [row] = on(db, queries.grouping_gain, **H200_BF16).itertuples()
     assert row.time_gain == pytest.approx(1 / 0.9)
     assert pd.isna(row.energy_gain)
+
+
+@pytest.mark.parametrize(
+    ("watts", "trusted"), [(690.0, True), (1084.0, False)], ids=["at-the-limit", "misread"]
+)
+def test_energy_above_the_power_limit_is_not_reported(tmp_path: Path, watts: float, trusted: bool) -> None:
+    """Visit 19 stored 1084 W on average for rows throttled at 700 W: such energy is left out of
+    gains and details, while the time gain stays."""
+    rows = [
+        kit.record("grouped", kit.BIG_SQUARE, env=kit.H200, ms=ms, group_m=g, avg_watts=w)
+        for g, ms, w in ((1, 1.0, 600.0), (8, 0.9, watts))
+    ]
+    db = kit.build(tmp_path / "watts.db", [kit.Batch(kit.H200, rows, sweep="watts")])
+    [row] = on(db, queries.grouping_gain, **H200_BF16).itertuples()
+    assert row.time_gain == pytest.approx(1 / 0.9)
+    assert pd.notna(row.energy_gain) is trusted
+    details = on(db, queries.measurement_details, ids=[row.id])
+    assert pd.notna(details.joules_per_launch.iloc[0]) is trusted
+    assert pd.notna(details.avg_watts.iloc[0]) is trusted
+    if trusted:
+        assert row.energy_gain == pytest.approx(0.6 / (watts * 0.9 / 1e3))
