@@ -44,8 +44,9 @@ def ratio_scale(values: pd.Series, *, log: bool = True) -> tuple[alt.Scale, alt.
         if log
         else alt.Scale(domain=[lo, hi], nice=False, zero=False)
     )
-    # An explicit format: Vega's log axes label only some of the given ticks otherwise.
-    return scale, alt.Axis(values=ticks, format="~g")
+    # An explicit format: Vega's log axes label only some of the given ticks otherwise. Three
+    # significant digits: with a log scale's own precision "~g" drew 1.05 and 1.25 as "1.1" and "1.3".
+    return scale, alt.Axis(values=ticks, format=".3~g")
 
 
 def data_log_scale(values: pd.Series) -> alt.Scale:
