@@ -93,7 +93,10 @@ def handle(args: argparse.Namespace) -> int:
             load_plugin(path)
         points, pruned = expand(spec)
         print_plan(
-            spec, points, pruned, estimate_gpu_seconds(points, args.compile_threads, spec.timing.regime)
+            spec,
+            points,
+            pruned,
+            estimate_gpu_seconds(points, args.compile_threads, spec.timing.regime, spec.timing.limit_passes),
         )
         return 0
     options = SweepOptions(

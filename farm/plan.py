@@ -245,8 +245,11 @@ EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S, EST_POINT_S = 0.45, 24, 70e-6, 0.035
 EST_STEADY_POINT_S, EST_STEADY_LIMITED_S, EST_LIMITED_KERNEL_S = 0.33, 1.0, 1e-4
 
 
-def estimate_gpu_seconds(points: Sequence[Point], compile_threads: int = 8, regime: str = "steady") -> float:
-    """GPU-seconds of one H100-class worker, start-up excluded."""
+def estimate_gpu_seconds(
+    points: Sequence[Point], compile_threads: int = 8, regime: str = "steady", limit_passes: int = 1
+) -> float:
+    """GPU-seconds of one H100-class worker, start-up excluded (limit_passes: the spec's passes at
+    the power limit, each settling again)."""
     kernels = {compile_key(p) for p in points} - {None}
     compile_s = len(kernels) * EST_COMPILE_S / compile_threads
     run_s = 0.0
@@ -254,5 +257,6 @@ def estimate_gpu_seconds(points: Sequence[Point], compile_threads: int = 8, regi
         kernel_s = p.flops / (EST_TFLOPS[p.dtype] * 1e12)
         run_s += EST_POINT_S + EST_LAUNCHES * (kernel_s + EST_FLUSH_S)
         if regime == "steady":
-            run_s += EST_STEADY_LIMITED_S if kernel_s >= EST_LIMITED_KERNEL_S else EST_STEADY_POINT_S
+            limited = kernel_s >= EST_LIMITED_KERNEL_S
+            run_s += EST_STEADY_LIMITED_S * limit_passes if limited else EST_STEADY_POINT_S
     return compile_s + run_s

@@ -91,6 +91,9 @@ class Timing(_Strict):
     regime: Literal["steady", "interleaved", "rest"] = "steady"
     # steady: the longest a config settles before its measured block (the power limiter's time scale)
     max_settle_s: float = Field(default=1.5, gt=0)
+    # steady: passes at least for a config at the power limit, each settling again (more: steadier
+    # numbers, about 1 s more per point and pass on an H200)
+    limit_passes: PositiveInt = 1
     rest_s: float = Field(default=1.0, ge=0)
 
 

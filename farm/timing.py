@@ -123,6 +123,11 @@ class TimingPolicy:
     # At the limit when the power limiter's throttle bit is set or the block drew this share of it.
     power_headroom: float = 0.95
     min_passes: int = 2
+    # Passes at least for a config at the limit (each pays its settling again). One by default: a
+    # pass costs 0.7-1.8 s there. Two grouping sweeps with one pass differed by a median 1.2% per
+    # point (p90 5.4%, visit 19), while bench/fidelity.py's 5 alternating rounds matched do_bench:
+    # more passes trade sweep time for repeatability.
+    limit_passes: int = 1
     max_passes: int = 20
     # rest: host seconds the GPU idles before each single launch.
     rest_s: float = 1.0
@@ -148,6 +153,7 @@ class TimingPolicy:
             max_seconds_per_point=timing.max_seconds_per_point,
             regime=timing.regime,
             max_settle_s=timing.max_settle_s,
+            limit_passes=timing.limit_passes,
             rest_s=timing.rest_s,
         )
 
@@ -236,7 +242,8 @@ def estimate_seconds(policy: TimingPolicy, host_s: float) -> float:
         one_pass = (
             policy.first_sub_block_s + policy.max_settle_s + policy.sub_block_s + policy.measure_block_s
         )
-        return max(policy.max_seconds_per_point, policy.min_passes * one_pass) + one_pass
+        passes = max(policy.min_passes, policy.limit_passes)
+        return max(policy.max_seconds_per_point, passes * one_pass) + one_pass
     if policy.regime == "rest":  # min_reps launches; each rest counts towards the cap
         return policy.min_reps * (policy.rest_s + 0.1)
     # interleaved: a profiled round costs about 20 ms of host work besides the launches
@@ -382,7 +389,10 @@ def time_steady(
                 i
                 for i in active
                 if passes < policy.max_passes
-                and not (points[i].done(policy) and (passes >= policy.min_passes or points[i].at_limit))
+                and not (
+                    points[i].done(policy)
+                    and passes >= (policy.limit_passes if points[i].at_limit else policy.min_passes)
+                )
             ]
     return [p.timing("steady", policy.min_metered_s) for p in points]
 

@@ -5,7 +5,7 @@ import itertools
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -274,6 +274,20 @@ def test_at_the_power_limit_one_pass_when_the_stop_rule_allows():
     policy = TimingPolicy(min_reps=10, max_reps=100, target_ci=0.01, min_passes=2, max_seconds_per_point=10)
     (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
     assert [n for n, p in gpu.blocks if p] == [42] and timing.reps == 42
+
+
+def test_limit_passes_sets_how_often_a_config_at_the_limit_is_measured():
+    """A spec can ask for more passes at the limit (repeatability for sweep time): each pass settles
+    again and adds a measured block, though one block already met the stop rule."""
+    gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
+    text = "name: t\ndtypes: [bfloat16]\nvariants: [tiled]\nshapes: [{m: 8, n: 8, k: 8}]\n"
+    spec = parse_spec(text + "timing: {limit_passes: 3}\n")
+    policy = replace(TimingPolicy.from_spec(spec.timing), target_ci=0.01, max_seconds_per_point=10)
+    assert policy.limit_passes == 3
+    with pytest.raises(SpecError, match=r"timing.limit_passes: Input should be greater than 0"):
+        parse_spec(text + "timing: {limit_passes: 0}\n")
+    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    assert [n for n, p in gpu.blocks if p] == [42, 42, 42] and timing.reps == 126
 
 
 def test_settling_stops_at_max_settle_s():

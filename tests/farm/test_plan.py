@@ -129,3 +129,9 @@ def test_estimate_counts_the_steady_regimes_settling():
         steady = estimate_gpu_seconds(points, regime="steady")
         interleaved = estimate_gpu_seconds(points, regime="interleaved")
         assert steady - interleaved == pytest.approx(len(points) * extra)
+    # three passes at the limit settle three times; points below it do not settle again
+    thrice = estimate_gpu_seconds(big, regime="steady", limit_passes=3)
+    assert thrice - estimate_gpu_seconds(big, regime="interleaved") == pytest.approx(
+        len(big) * 3 * EST_STEADY_LIMITED_S
+    )
+    assert estimate_gpu_seconds(small, regime="steady", limit_passes=3) == estimate_gpu_seconds(small)
