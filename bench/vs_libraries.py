@@ -226,6 +226,7 @@ def run(args) -> list[Row]:
                     cublas, ind, choice.variant, choice.config.key,
                 )  # fmt: skip
                 rows.append(row)
+                _finish(rows, tuned_entries, args)  # after every shape: a killed piece keeps its rows
                 base = min(cublas, ind) if not math.isnan(ind) else cublas
                 print(
                     f"{suite:8s} {dtype_name_:9s} {m:>6d}x{n:<6d}x{k:<6d}"

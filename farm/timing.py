@@ -108,6 +108,8 @@ class TimingPolicy:
     # ratio of two configs 1.1% off and 0.5% left it 0.5% off; NVML's clock moves in 15 MHz steps
     # (1% at 1500 MHz), so the mean of the ~20 samples per sub-block is what is compared.
     first_sub_block_s: float = 0.02
+    # The batch's screen (`_screen`): each config this long back to back in one unprofiled block.
+    screen_s: float = 0.005
     sub_block_s: float = 0.1
     measure_block_s: float = 0.1
     # At the limit the measured block is longer, so that one pass can hold every sample: 300 ms is
@@ -350,12 +352,14 @@ def time_steady(
 ) -> list[Timing]:
     """Each config in its own steady state, in passes over the configs in random order.
 
-    One block launches every config once, to size blocks in time. In pass one each config takes
-    settling sub-blocks and one profiled, measured block. A config that settled at once below the
-    power limit has a clock power does not hold: in later passes such configs share measured
-    blocks, each config's launches back to back in a fresh random order, instead of paying a
-    block's fixed cost each (about 30 ms on an H200: two NVML energy reads of 4.4 ms, the
-    head-start sleep, the sync; visit 17). A config at the limit settles again in every pass it
+    One block launches every config once, to size blocks in time; a second (`_screen`) runs every
+    config for a few milliseconds back to back: where that whole block stayed below the power
+    limit, the batch's clock is one power does not hold, and every config skips settling. Else, in
+    pass one each config takes settling sub-blocks and one profiled, measured block. A config that
+    settled at once below the power limit has a clock power does not hold: in later passes such
+    configs share measured blocks, each config's launches back to back in a fresh random order,
+    instead of paying a block's fixed cost each (about 30 ms on an H200: two NVML energy reads of
+    4.4 ms, the head-start sleep, the sync; visit 17). A config at the limit settles again in every pass it
     takes (whatever ran in between moved the limiter): one long measured block, one pass where the
     stop rule allows, or `limit_passes` of them.
     """
@@ -370,6 +374,7 @@ def time_steady(
     with _session(clock):
         if getattr(clock, "power_limited", True):  # the interpreter's clock needs no sizing
             _size_blocks(points, launches, host_s, clock)
+            _screen(points, launches, host_s, clock, policy)
         while active:
             order = rng.sample(active, len(active))
             _shared_blocks(
@@ -411,24 +416,60 @@ def _block_size(p: _Point, policy: TimingPolicy, fewest: int, most: int) -> int:
     return min(max(launches_in(policy.measure_block_s, p.launch_s, most), fewest), most)
 
 
-def _shared_blocks(free, points, launches, host_s, clock, policy, fewest: int, most: int) -> None:
-    """Measured blocks shared by configs below the power limit: each config's launches back to back,
-    configs packed into a block while the host can still queue it behind one head start. A block's
-    energy and time are shared by its configs in proportion to their stream time."""
-    chunks = [(i, _block_size(points[i], policy, fewest, most)) for i in free]
+def _packed(chunks: list[tuple[int, int]], points, launches, host_s, clock, factor: float, profile: bool):
+    """Blocks of (config, launches) chunks, each config's launches back to back, configs packed
+    into a block while the host can still queue it behind one head start: (chunks, block) pairs."""
+    chunks = list(chunks)
     while chunks:
         block_chunks, calls, gpu_s = [], [], math.inf
         while chunks:
             i, n = chunks[0]
             trial_gpu_s = min(gpu_s, points[i].launch_s or 0.0)
             trial = calls + [host_s[i]] * n
-            if block_chunks and head_start_us(trial, PROFILED_HOST_FACTOR, trial_gpu_s) >= MAX_SLEEP_US:
+            if block_chunks and head_start_us(trial, factor, trial_gpu_s) >= MAX_SLEEP_US:
                 break
             block_chunks.append(chunks.pop(0))
             calls, gpu_s = trial, trial_gpu_s
-        block = clock.run(
-            [launches[i] for i, n in block_chunks for _ in range(n)], calls, profile=True, gpu_s=gpu_s
-        )
+        batch = [launches[i] for i, n in block_chunks for _ in range(n)]
+        yield block_chunks, clock.run(batch, calls, profile=profile, gpu_s=gpu_s)
+
+
+def _screen(points: list[_Point], launches, host_s, clock, policy: TimingPolicy) -> bool:
+    """Is the whole batch below the power limit? One unprofiled run of every config back to back,
+    `screen_s` each (together at least first_sub_block_s, what one config's first sub-block needs
+    to be judged): if no block of it met the limit, every config is marked below it and skips
+    settling. Visit 16: the splitk preset's configs below the limit paid 0.33-0.4 s each, two
+    thirds of it the fixed cost of their own settling and measured blocks (about 30 ms each)."""
+    each_s = max(policy.screen_s, policy.first_sub_block_s / len(points))
+    chunks = [
+        (i, launches_in(each_s, p.launch_s, max_block_launches(host_s[i], 1.0, p.launch_s or 0.0)))
+        for i, p in enumerate(points)
+    ]
+    ran: list[tuple[list[tuple[int, int]], Block]] = []
+    for block_chunks, block in _packed(chunks, points, launches, host_s, clock, 1.0, profile=False):
+        r = block.readings
+        if r.sm_clock_mhz is None or r.at_power_limit(policy.power_headroom):
+            return False  # no clock to judge by, or the limiter acted: each config settles alone
+        ran.append((block_chunks, block))
+    if sum(block.readings.seconds for _, block in ran) < 0.5 * policy.first_sub_block_s:
+        return False  # too short to read power from
+    for block_chunks, block in ran:
+        first = 0
+        for i, n in block_chunks:
+            p = points[i]
+            p.below_limit = True
+            p.host += block.host_ms[first : first + n]  # unprofiled: the launcher's own host time
+            p.spent_s += block.readings.seconds * n / sum(c for _, c in block_chunks)
+            first += n
+    return True
+
+
+def _shared_blocks(free, points, launches, host_s, clock, policy, fewest: int, most: int) -> None:
+    """Measured blocks shared by configs below the power limit: each config's launches back to back,
+    configs packed into a block while the host can still queue it behind one head start. A block's
+    energy and time are shared by its configs in proportion to their stream time."""
+    chunks = [(i, _block_size(points[i], policy, fewest, most)) for i in free]
+    for block_chunks, block in _packed(chunks, points, launches, host_s, clock, PROFILED_HOST_FACTOR, True):
         total_ms = sum(block.stream_ms) or 1.0
         first = 0
         for i, n in block_chunks:

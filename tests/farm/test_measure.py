@@ -230,9 +230,10 @@ def test_at_the_power_limit_settling_lasts_until_the_clock_stops_moving():
     assert timing.ms == pytest.approx(_steady_ms(Kernel(5.0, 1000.0)), rel=0.01)
 
 
-def test_below_the_limit_later_passes_share_measured_blocks():
-    """Pass one settles and measures each config alone; after that, configs below the limit share
-    a block, each config's launches back to back, and every sample goes to its own config."""
+def test_below_the_limit_every_pass_shares_measured_blocks():
+    """A batch below the limit: one block sizes, one screens (every config back to back, no limiter),
+    then every pass shares measured blocks, each config's launches back to back, every sample to its
+    own config; no config pays its own settling."""
     gpu = PowerLimitedGpu([Kernel(2.0, 300.0), Kernel(1.0, 200.0), Kernel(3.0, 400.0)])
     order = []
     run = gpu.run
@@ -246,13 +247,29 @@ def test_below_the_limit_later_passes_share_measured_blocks():
     launches = [lambda: 0, lambda: 1, lambda: 2]
     timings = time_steady(launches, [1e-4] * 3, gpu, policy, random.Random(1))
     assert order[0] == ([0, 1, 2], False)  # one launch each, to size blocks
-    shared = [ids for ids, profiled in order[1:] if profiled and len(set(ids)) > 1]
-    assert len(shared) == 2  # passes two and three
+    screen, profiled = order[1], [p for _, p in order[2:]]
+    assert screen[1] is False and sorted(set(screen[0])) == [0, 1, 2] and all(profiled)
+    shared = [ids for ids, profiled in order[2:] if len(set(ids)) > 1]
+    assert len(shared) == 3  # passes one to three
     for ids in shared:
         runs = [ids[0]] + [b for a, b in itertools.pairwise(ids) if a != b]
         assert sorted(runs) == [0, 1, 2] and all(ids.count(i) == 4 for i in runs)
     assert [t.ms for t in timings] == pytest.approx([2.0, 1.0, 3.0])
     assert [t.reps for t in timings] == [12, 12, 12]
+
+
+def test_a_batch_with_a_config_at_the_limit_settles_each_config_alone():
+    """The screen saw the limiter act (one config draws over the limit): every config settles and
+    is measured alone in pass one; the one below the limit then shares blocks, the other settles."""
+    gpu = PowerLimitedGpu([Kernel(2.0, 300.0), Kernel(5.0, 1000.0)], tau_s=0.2)
+    policy = TimingPolicy(min_reps=10, max_reps=10, target_ci=0.5, min_passes=2, max_seconds_per_point=10)
+    timings = time_steady([lambda: 0, lambda: 1], [1e-4] * 2, gpu, policy, random.Random(0))
+    unprofiled = [n for n, p in gpu.blocks if not p]
+    assert len(unprofiled) >= 2 + 1 + 3  # sizing, screen; 1 sub-block below the limit, >= 3 at it
+    # (config 0's time is not asserted: this fake's clock climbs back from config 1's limit with
+    # the same 0.2 s time constant it fell with, so config 0 first runs slow)
+    assert timings[1].ms == pytest.approx(_steady_ms(Kernel(5.0, 1000.0)), rel=0.01)
+    assert [t.state.reasons for t in timings] == ["", "sw_power_cap"]
 
 
 def test_at_the_power_limit_every_pass_settles_again():
