@@ -26,6 +26,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 COLUMNS = [
     "gpus",
@@ -35,6 +37,7 @@ COLUMNS = [
     "loop_efficiency",
     "command_efficiency",
     "first_point_s",  # the command's start to the first point's record (start-up, DESIGN: <= 8 s)
+    "regime",  # the timing regime every run used (the spec's own, or --regime)
 ]
 
 # Shared multi-GPU hosts: NVLink multicast can take their GPUs out of service (device KINDS.md).
@@ -66,7 +69,7 @@ def _utc(text: str) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def run(source: list[str], gpus: int, folder: Path) -> dict:
+def run(source: list[str], gpus: int, folder: Path, timeout_s: float | None = None) -> dict:
     db = folder / f"gpus{gpus}.db"
     env = {
         **os.environ,
@@ -77,13 +80,21 @@ def run(source: list[str], gpus: int, folder: Path) -> dict:
     command = [sys.executable, str(REPO / "farm" / "sweep.py"), *source, "--db", str(db)]
     command += ["--workers", str(gpus), "--no-progress"]
     start, wall_start = time.monotonic(), datetime.now(UTC)
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, timeout=timeout_s)
     command_s = time.monotonic() - start
     points, loop_s, uuids, first = _sweep_row(db)
     first_point_s = (first - wall_start).total_seconds()
     return dict(
         gpus=gpus, points=points, loop_s=loop_s, command_s=command_s, uuids=uuids, db=db, first=first_point_s
     )
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def main() -> None:
@@ -94,15 +105,29 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--csv", default="docs/bench/scaling.csv")
     parser.add_argument("--keep", metavar="DIR", help="copy each run's results database here")
+    parser.add_argument("--timeout-s", type=float, help="stop a run (and the bench) after this long")
+    parser.add_argument(
+        "--regime", choices=["steady", "interleaved", "rest"], help="override the spec's timing regime"
+    )
     args = parser.parse_args()
-    source_args = ["--spec", args.spec] if args.spec else ["--preset", args.preset]
     folder = Path(tempfile.mkdtemp(prefix="scaling-"))
+    spec_path = Path(args.spec) if args.spec else REPO / "farm" / "presets" / f"{args.preset}.yaml"
+    spec = yaml.safe_load(spec_path.read_text())
+    regime = args.regime or spec.get("timing", {}).get("regime", "steady")
+    if args.regime:  # the same grid under another regime: a copy of the spec with timing.regime set
+        spec.setdefault("timing", {})["regime"] = args.regime
+        spec_path = folder / spec_path.name
+        spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    source_args = ["--spec", str(spec_path)] if args.spec or args.regime else ["--preset", args.preset]
     rows, base, base_times = [], None, None
     for gpus in args.gpus:
         try:
             result = run(source_args, gpus, folder)
         except subprocess.CalledProcessError as exc:
             print(f"{gpus} GPUs: the sweep exited {exc.returncode}; stopping")
+            break
+        except subprocess.TimeoutExpired:
+            print(f"{gpus} GPUs: the sweep ran past {args.timeout_s:.0f} s; stopping")
             break
         base = base or result
         times = _times(result["db"])
@@ -122,17 +147,15 @@ def main() -> None:
                 result["points"] * base["command_s"] / (gpus * base["points"] * result["command_s"]), 3
             ),
             "first_point_s": round(result["first"], 1),
+            "regime": regime,
         }
         if args.keep:
+            Path(args.keep).mkdir(parents=True, exist_ok=True)
             shutil.copy(result["db"], Path(args.keep) / f"{Path(args.csv).stem}-gpus{gpus}.db")
         rows.append(row)
         note = f"median |t/t1-1| {agreement:.2%}" if agreement is not None else ""
         print(f"{gpus} GPUs: {row}, {result['uuids']} GPU UUIDs {note}", flush=True)
-    Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.csv, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        write_csv(Path(args.csv), rows)  # after every run: a later run that is stopped loses only itself
     print(f"wrote {args.csv}")
     print(" ".join(f"{c:>18s}" for c in COLUMNS))
     for row in rows:

@@ -177,7 +177,10 @@ def make_batches(points: Sequence[Point], seed: int, max_points: int = MAX_BATCH
        first batches dealt (one per worker, then each worker's second) compile different kernels
        at once;
     2. cover: then the batches that still bring kernels nobody compiled, most new kernels first;
-    3. reuse: the rest, whose kernels the host's cache holds by the time they run.
+    3. reuse: the rest, whose kernels the host's cache holds by the time they run, longest first
+       (`estimate_gpu_seconds`), so that the last batches dealt are short: 2 x H200, splitk preset
+       in shuffled order, one worker finished 30 s (of 158) before the other, which ran a batch of
+       20 configs at the power limit last (visit 22: loop efficiency 0.84).
 
     Ties go by a shuffle with the spec's seed: shapes in random order keep slow clock drift from
     lining up with the grid's order.
@@ -199,7 +202,8 @@ def batch_kernels(batch: Batch) -> frozenset:
 
 
 def deal_order(batches: Sequence[Batch]) -> list[Batch]:
-    """Spread, cover, reuse (see `make_batches`); stable for ties, so the caller's shuffle decides them."""
+    """Spread, cover, reuse (see `make_batches`); stable for ties, so the caller's shuffle decides them
+    (the reuse phase's estimates tie between batches of the same shape and size)."""
     kernels = [batch_kernels(b) for b in batches]
     dealt: set = set()
     order: list[int] = []
@@ -226,7 +230,7 @@ def deal_order(batches: Sequence[Batch]) -> list[Batch]:
         order.append(i)
         left.discard(i)
         dealt |= kernels[i]
-    order += sorted(left)  # reuse
+    order += sorted(left, key=lambda i: -estimate_gpu_seconds(batches[i].points))  # reuse, stable
     return [batches[i] for i in order]
 
 

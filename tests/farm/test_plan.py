@@ -98,6 +98,9 @@ def test_first_batches_compile_different_kernels_and_later_ones_reuse_them(name,
     first_reuse = new.index(0)
     assert all(n > 0 for n in new[:first_reuse]) and not any(new[first_reuse:])
     assert set().union(*kernel_sets) == set().union(*kernel_sets[:first_reuse])
+    # reuse, longest first: the last batches dealt are the short ones (no idle GPU at the end)
+    reuse = [estimate_gpu_seconds(b.points) for b in batches[first_reuse:]]
+    assert reuse == sorted(reuse, reverse=True) and len(set(reuse)) > 1
 
 
 def test_splitk_preset_first_four_batches_hold_all_48_kernels():
