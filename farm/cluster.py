@@ -31,6 +31,10 @@ log = logging.getLogger("farm")
 PROBE_TIMEOUT_S = 5.0
 # Connecting to a Ray cluster at this address form goes through Ray Client, not the GCS port.
 _SCHEMES = ("ray://", "http://", "https://")
+# Restarts Ray gives each worker actor (CUDA errors poison a process: the worker exits, Ray restarts it).
+MAX_RESTARTS = 20
+# Batches in flight per worker: one timed while the next one compiles.
+INFLIGHT_PER_WORKER = 2
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,41 @@ def connect(ray, address: str | None, workers: int | None) -> bool:
             ) from exc
         log.info("joined the Ray cluster at %s (%s)", plan.address, plan.source)
         return False
-    import torch
-
-    gpus = torch.cuda.device_count()
+    gpus = visible_gpus(nvml_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
     ray.init(num_gpus=gpus or workers or 2, include_dashboard=False, **quiet)
     return True
+
+
+def nvml_gpu_count() -> int:
+    """GPUs the NVIDIA driver reports (0 without one). NVML, not torch: the driver imports no torch
+    (2.8 s of start-up on an H200 host, docs/perf-notes.md)."""
+    try:
+        import pynvml
+    except ImportError:
+        return 0
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:  # no driver (a CPU machine)
+        log.debug("no NVML: %s", exc)
+        return 0
+    try:
+        return pynvml.nvmlDeviceGetCount()
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def visible_gpus(count: int, cuda_visible_devices: str | None) -> int:
+    """GPUs this process may use: `count` of the node, limited by CUDA_VISIBLE_DEVICES where it is
+    set. Like CUDA, the list ends at its first invalid entry: "" and "-1" hide every GPU."""
+    if cuda_visible_devices is None:
+        return count
+    listed = 0
+    for entry in cuda_visible_devices.split(","):
+        entry = entry.strip()
+        if not entry or entry.startswith("-"):
+            break
+        listed += 1
+    return min(count, listed)
 
 
 @dataclass
@@ -162,6 +196,55 @@ def start_workers(
         max_concurrency=inflight_per_worker,
     )
     return [WorkerHandle(actor_class.remote(plugin_sources, backend, compile_threads)) for _ in range(count)]
+
+
+@dataclass
+class Launched:
+    """Ray joined or started, and the GPU worker actors created on it (they may still be starting)."""
+
+    ray: object  # the ray module
+    workers: list[WorkerHandle]
+    started_ray: bool  # this process started Ray, and shuts it down
+
+    def stop(self) -> None:
+        try:
+            stop_workers(self.ray, self.workers)
+        finally:
+            if self.started_ray:
+                self.ray.shutdown()
+
+
+def launch(
+    address: str | None,
+    workers: int | None,
+    plugin_sources: list,
+    *,
+    backend: str = "auto",
+    compile_threads: int = 8,
+    max_restarts: int = MAX_RESTARTS,
+    inflight_per_worker: int = INFLIGHT_PER_WORKER,
+) -> Launched:
+    """Join or start Ray and create the workers; returns at once while they import torch and open
+    their GPUs (4.3 s on an H200 host, docs/perf-notes.md), which the driver overlaps with its own
+    set-up. Call it before importing the database modules: they take 1-1.5 s the workers can hide."""
+    import ray
+
+    started_ray = connect(ray, address, workers)
+    try:
+        handles = start_workers(
+            ray,
+            plugin_sources,
+            backend=backend,
+            compile_threads=compile_threads,
+            workers=workers,
+            max_restarts=max_restarts,
+            inflight_per_worker=inflight_per_worker,
+        )
+    except BaseException:
+        if started_ray:
+            ray.shutdown()
+        raise
+    return Launched(ray, handles, started_ray)
 
 
 def await_workers(ray, handles: list[WorkerHandle]) -> None:

@@ -4,6 +4,9 @@ A batch is one (dtype, shape, variant) with that variant's configs for it: the w
 inputs and the fp64 reference once, and times the batch's configs under the same clock
 conditions. Batches are dealt so that each kernel is compiled once per host, not once per GPU
 (see `make_batches`).
+
+Torch-free, like the rest of the driver's path: variants come from their declarations and config
+spaces (kernels/registry.py), not from their modules (tests/farm/test_driver_imports.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 from db.records import MeasurementRecord, point_key
 from farm.errors import UserError
 from farm.spec import GridSpec
-from kernels import DTYPES, MatmulConfig, UnknownVariantError, get_variant
+from kernels import MatmulConfig, UnknownVariantError, get_variant
 from kernels.space import DEFAULT_SMEM_LIMIT
 
 # Points per batch: enough to interleave the configs of a shape, few enough that a batch lost to a
@@ -106,7 +109,7 @@ def expand(spec: GridSpec, smem_limit: int = DEFAULT_SMEM_LIMIT) -> tuple[list[P
         for m, n, k in spec.shape_list():
             for name in spec.variants:
                 variant = get_variant(name)
-                kept = variant.configs(m, n, k, DTYPES[dtype], axes, smem_limit=smem_limit)
+                kept = variant.configs(m, n, k, dtype, axes, smem_limit=smem_limit)
                 pruned[name] += len(set(variant.space.candidates(axes))) - len(kept)
                 points += [Point(name, dtype, m, n, k, cfg) for cfg in kept]
     return points, pruned
