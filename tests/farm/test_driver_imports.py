@@ -5,11 +5,14 @@ only the workers import the variant modules. Each check runs in a fresh interpre
 
 import importlib
 import json
+import pickle
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
-from farmkit import REPO, subprocess_env
+from farmkit import REPO, TINY_POINTS, measurements, subprocess_env, write_spec
 
 from farm.spec import load_spec
 from kernels import register_variant
@@ -120,3 +123,37 @@ def test_the_plan_from_declarations_is_the_plan_of_the_loaded_variants() -> None
     exec(PLAN, scope)
     assert "torch" not in loaded and len(declared[0]) > 0 and sum(declared[1].values()) > 0
     assert declared == json.loads(json.dumps(scope["result"]))
+
+
+def test_what_a_worker_sends_back_unpickles_without_torch() -> None:
+    """A worker's WorkerInfo reaches the driver pickled: a torch type in it (torch.__version__ is a
+    TorchVersion) would import torch there, 2-3 s after the worker is up."""
+    from farm.gpu import Gpu
+    from farm.worker import WorkerInfo
+
+    gpu = Gpu("interpreter")
+    info = WorkerInfo(gpu.environment(), gpu.worker_name(), gpu.uuid, "interpreter", 1 << 16, 1, "node")
+    code = f"import pickle\nresult = repr(pickle.loads({pickle.dumps(info)!r}).environment.torch_version)"
+    version, loaded = run_fresh(code)
+    assert "torch" not in loaded and version == repr(info.environment.torch_version)
+
+
+@pytest.mark.slow
+def test_a_whole_sweep_leaves_the_driver_without_torch(tmp_path) -> None:
+    """`farm sweep` in one process, a new local Ray and one interpreter worker: one point stored, and
+    the driver never imported torch (the workers did)."""
+    spec = write_spec(tmp_path)
+    ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths stay under 108 bytes
+    code = (
+        "import os\n"
+        f"os.environ['RAY_TMPDIR'] = {ray_tmp!r}  # no head of this node is joined\n"
+        "import cli\n"
+        f"result = cli.main(['sweep', '--spec', {str(spec)!r}, '--db', {str(tmp_path / 'x.db')!r},"
+        " '--workers', '1', '--no-progress'])"
+    )
+    try:
+        status, loaded = run_fresh(code)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert status == 0 and len(measurements(tmp_path / "x.db")) == TINY_POINTS
+    assert [m for m in ("torch", "triton") if m in loaded] == []
