@@ -6,10 +6,11 @@
    imports and spec (no torch: tests/farm/test_driver_imports.py), `import ray`, `ray.init` of a
    new local Ray, one GPU worker created, the driver's database modules and a database created
    while the worker starts, the worker up. Then a fresh actor times the worker's own parts:
-   import torch, the CUDA context, farm's GPU modules (Triton), the variant's module.
-2. Whole commands, from an empty Triton cache: `python -m cli sweep --spec SPEC --workers 1`,
-   once starting its own Ray and once joining a `ray start --head` started just before (token
-   auth on, as Ray 2.60 has it), each from the command's start to its first stored point.
+   import torch, the CUDA context, farm's GPU modules (Triton), the variant's module, and on a
+   GPU a first compile (Triton's one-time set-up included) against a second one.
+2. Whole commands: `python -m cli sweep --spec SPEC --workers 1`, from the command's start to its
+   first stored point: starting its own Ray (empty Triton cache), then joining a `ray start --head`
+   started just before (token auth on, as Ray 2.60 has it), from an empty and from a warm cache.
 
 Without a GPU the worker runs Triton's interpreter, so the default spec is a 64^3 point there
 (bench/startup.yaml's 2048^3 on a GPU). Visit 20 on an H200 (docs/perf-notes.md): 27.6 s to the
@@ -108,10 +109,25 @@ def phases(spec_path: str, gpus: int) -> None:
 
             out.append(("  worker: farm.gpu, farm.compile (Triton)", time.perf_counter() - t))
             t = time.perf_counter()
-            from kernels import get_variant
+            from kernels import MatmulConfig, get_variant
 
-            get_variant("grouped").launch  # noqa: B018  (imports kernels/grouped.py)
+            launch = get_variant("grouped").launch  # imports kernels/grouped.py
             out.append(("  worker: a variant's module", time.perf_counter() - t))
+            if interpreter:
+                return out
+            # The first compile in a process pays Triton's backend set-up once; the second config
+            # shows what a compile alone costs. An empty cache of its own: nothing is loaded.
+            os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="probe-triton-")
+            a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+            for label, cfg in (
+                ("first compile and launch (empty cache)", MatmulConfig(128, 128, 64, 8, 1, 8, 3)),
+                ("another config's compile and launch", MatmulConfig(64, 128, 64, 8, 1, 4, 4)),
+            ):
+                t = time.perf_counter()
+                launch(a, b, cfg)
+                torch.cuda.synchronize()
+                out.append((f"  worker: {label}", time.perf_counter() - t))
             return out
 
     t = time.perf_counter()
@@ -127,10 +143,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def first_point(spec_path: str, folder: Path, env: dict) -> tuple[float, float]:
-    """(command start to first stored point, whole command) of one `farm sweep`, in seconds."""
-    db = folder / "startup.db"
-    env = {**env, "TRITON_CACHE_DIR": str(folder / "triton-cache")}  # empty: the kernel compiles
+def first_point(spec_path: str, folder: Path, env: dict, db: Path | None = None) -> tuple[float, float]:
+    """(command start to first stored point, whole command) of one `farm sweep`, in seconds; the
+    Triton cache is the folder's (empty the first time: the kernel compiles)."""
+    db = db or folder / "startup.db"
+    env = {**env, "TRITON_CACHE_DIR": str(folder / "triton-cache")}
     command = [sys.executable, "-m", "cli", "sweep", "--spec", spec_path, "--db", str(db)]
     command += ["--workers", "1", "--no-progress"]
     start, wall_start = time.monotonic(), datetime.now(UTC)
@@ -180,12 +197,13 @@ def commands(spec_path: str, gpus: int, folder: Path) -> None:
                 raise RuntimeError("ray start --head exited")
             time.sleep(0.2)
         ROWS.append(("ray start --head (once per node)", time.perf_counter() - t))
-        first, total = first_point(
-            spec_path, Path(tempfile.mkdtemp(dir=folder)), {**head_env, "RAY_ADDRESS": address}
-        )
-        ROWS.append(("farm sweep joining the head: first point", first))
-        ROWS.append(("farm sweep joining the head: whole command", total))
-        print(f"joined head: first point {first:.2f} s, command {total:.2f} s", flush=True)
+        run = Path(tempfile.mkdtemp(dir=folder))
+        for cache in ("empty", "warm"):  # warm: the first run's kernels are in the Triton cache
+            db = run / f"{cache}.db"  # a database of its own: the point is measured again
+            first, total = first_point(spec_path, run, {**head_env, "RAY_ADDRESS": address}, db)
+            ROWS.append((f"farm sweep joining the head, {cache} Triton cache: first point", first))
+            ROWS.append((f"farm sweep joining the head, {cache} Triton cache: whole command", total))
+            print(f"joined head, {cache} cache: first point {first:.2f} s, command {total:.2f} s", flush=True)
     finally:
         # The head's graceful stop takes long; SIGTERM its process group, then SIGKILL after 5 s.
         os.killpg(proc.pid, signal.SIGTERM)
