@@ -116,8 +116,15 @@ def connect(ray, address: str | None, workers: int | None) -> bool:
             ray.init(address=plan.address, **quiet)
         except ConnectionError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            # Ray 2.60's `ray start --head` turns token authentication on; a client without
+            # RAY_AUTH_MODE=token is refused ("InvalidAuthToken") and sees only "Failed to connect".
+            hint = (
+                ""
+                if os.environ.get("RAY_AUTH_MODE")
+                else "; a head with token auth needs RAY_AUTH_MODE=token"
+            )
             raise UserError(
-                f"cannot join the Ray cluster at {plan.address} ({plan.source}): {first}"
+                f"cannot join the Ray cluster at {plan.address} ({plan.source}): {first}{hint}"
             ) from exc
         log.info("joined the Ray cluster at %s (%s)", plan.address, plan.source)
         return False
