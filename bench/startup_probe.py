@@ -93,6 +93,7 @@ def phases(spec_path: str, gpus: int) -> None:
         """The worker's own start-up, part by part, in a fresh worker process."""
 
         def times(self, interpreter: bool) -> list[tuple[str, float]]:
+            os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="probe-triton-")  # empty: compiles
             out, t = [], time.perf_counter()
             import torch
 
@@ -116,8 +117,7 @@ def phases(spec_path: str, gpus: int) -> None:
             if interpreter:
                 return out
             # The first compile in a process pays Triton's backend set-up once; the second config
-            # shows what a compile alone costs. An empty cache of its own: nothing is loaded.
-            os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="probe-triton-")
+            # shows what a compile alone costs (an empty cache of its own, set above).
             a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
             b = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
             for label, cfg in (
@@ -128,6 +128,17 @@ def phases(spec_path: str, gpus: int) -> None:
                 launch(a, b, cfg)
                 torch.cuda.synchronize()
                 out.append((f"  worker: {label}", time.perf_counter() - t))
+            # farm.clock times kernels with torch.profiler (CUPTI): its first session in a process
+            # may carry a set-up cost that every worker's first timed point pays.
+            from torch.profiler import ProfilerActivity, profile
+
+            for label in ("first torch.profiler session", "second torch.profiler session"):
+                t = time.perf_counter()
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    launch(a, b, MatmulConfig(128, 128, 64, 8, 1, 8, 3))
+                    torch.cuda.synchronize()
+                prof.events()
+                out.append((f"  worker: {label} (one launch)", time.perf_counter() - t))
             return out
 
     t = time.perf_counter()
