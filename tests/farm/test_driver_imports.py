@@ -64,7 +64,7 @@ def load_module(name: str) -> None:
             "points, _ = expand(spec)\n"
             "make_batches(points, 0)\n"
             "code_versions(spec.variants)",
-            ("numpy", "pandas"),
+            (),
             id="dry-run-and-a-full-plan",
         ),
         pytest.param("import kernels", (), id="the-kernels-package"),
