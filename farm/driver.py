@@ -29,6 +29,7 @@ from farm.plugins import load_plugin
 from farm.sink import FLUSH_EVERY_S, ResultSink
 from farm.spec import GridSpec, spec_as_dict
 from farm.worker import Progress
+from kernels.space import DEFAULT_SMEM_LIMIT
 
 log = logging.getLogger("farm")
 
@@ -77,6 +78,7 @@ class Driver:
         self.versions: dict[str, str] = {}
         self.fault_policy = FaultPolicy(self.versions)
         self.sink: ResultSink | None = None
+        self.plan: tuple[int, list[Point]] | None = None  # (shared memory it was pruned for, points)
 
     @property
     def counts(self) -> collections.Counter:
@@ -89,7 +91,8 @@ class Driver:
         """The sweep, on the workers `cluster.launch` created (this call stops them), or on its own."""
         if launched is None:
             plugin_sources = [load_plugin(path) for path in self.options.plugins]
-            expand(self.spec)  # validates variants before anything is started or written
+            # Validates variants before anything is started or written.
+            self.plan = (DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
             # Ray first: an unreachable cluster is an error before the database file is created.
             o = self.options
             launched = cluster.launch(
@@ -106,6 +109,10 @@ class Driver:
             self.workers = launched.workers
             self.engine = make_engine(self.options.db)
             ensure_current(self.engine, create=True)
+            # The plan for an H100/H200's shared memory, made while the workers start (the full
+            # preset's 124k points: 1.8 s); _run plans again for workers with less or more.
+            if self.plan is None:
+                self.plan = (DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
             cluster.await_workers(launched.ray, self.workers)
             return self._run(launched.ray)
         finally:
@@ -118,7 +125,7 @@ class Driver:
                 w.env_id = environment_id(session, w.info.environment)
             session.commit()
         smem = min(w.info.smem_limit for w in self.workers)
-        points, _ = expand(self.spec, smem_limit=smem)
+        points = self.plan[1] if self.plan[0] == smem else expand(self.spec, smem_limit=smem)[0]
         self.versions.update(code_versions(self.spec.variants))
         env_ids = {w.env_id for w in self.workers}
         statuses = (Status.OK, Status.WRONG) if o.retry_failed else None
