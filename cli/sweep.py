@@ -99,7 +99,7 @@ def handle(args: argparse.Namespace) -> int:
         )
         return 0
     check_variants(spec)  # before anything starts
-    # Ray and the workers first, before the driver imports its database modules (1.2 s on the
+    # Ray and the workers first, before the driver imports its database modules (1.5-1.9 s on the
     # 2-core VM: SQLAlchemy's ORM, pandas, Alembic): the workers take longer to come up (import
     # torch, open the GPU: 4.3 s on an H200 host) and the driver's set-up hides behind them.
     launched = cluster.launch(

@@ -7,7 +7,8 @@ How to init is decided by a pure function (`plan_ray_init`), in this order:
 3. A Ray head already running on this node (`ray start --head`, as `ray up` does): `ray submit`
    runs `python ~/sweep.py` there with no address at all. Ray records the head's address in
    <ray temp dir>/ray_current_cluster; a stale file (the head was killed) is not a running head.
-4. Otherwise a local Ray with one logical GPU per worker (no GPU) or the GPUs torch sees.
+4. Otherwise a local Ray with the GPUs NVML reports (as CUDA_VISIBLE_DEVICES limits them), or
+   one logical GPU per worker where there are none.
 Joining never passes num_cpus/num_gpus: Ray refuses them when connecting ("When connecting to an
 existing cluster, num_cpus and num_gpus must not be provided").
 """
