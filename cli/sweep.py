@@ -80,17 +80,16 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from farm.driver import SweepOptions, run_sweep
-    from farm.plan import estimate_gpu_seconds, expand
+    from farm import cluster
+    from farm.plan import check_variants, estimate_gpu_seconds, expand
     from farm.plugins import load_plugin
     from farm.spec import load_spec
 
     spec = load_spec(preset=args.preset, path=args.spec)
     if args.workers is not None and args.workers < 1:
         raise UserError("--workers must be at least 1")
+    plugin_sources = [load_plugin(path) for path in args.plugin]
     if args.dry_run:
-        for path in args.plugin:
-            load_plugin(path)
         points, pruned = expand(spec)
         print_plan(
             spec,
@@ -99,6 +98,22 @@ def handle(args: argparse.Namespace) -> int:
             estimate_gpu_seconds(points, args.compile_threads, spec.timing.regime, spec.timing.limit_passes),
         )
         return 0
+    check_variants(spec)  # before anything starts
+    # Ray and the workers first, before the driver imports its database modules (1.5-1.9 s on the
+    # 2-core VM: SQLAlchemy's ORM, pandas, Alembic): the workers take longer to come up (import
+    # torch, open the GPU: 4.3 s on an H200 host) and the driver's set-up hides behind them.
+    launched = cluster.launch(
+        args.address,
+        args.workers,
+        plugin_sources,
+        backend=args.backend,
+        compile_threads=args.compile_threads,
+    )
+    try:
+        from farm.driver import SweepOptions, run_sweep
+    except BaseException:
+        launched.stop()
+        raise
     options = SweepOptions(
         db=args.db,
         plugins=args.plugin,
@@ -111,7 +126,7 @@ def handle(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     command = mask_passwords(shlex.join(sys.argv))  # stored with the sweep: no passwords
-    result = run_sweep(spec, options, command)
+    result = run_sweep(spec, options, command, launched)  # stops the workers and the Ray it started
     print_summary(result, display_target(args.db))
     return 130 if result.status == "interrupted" else (1 if result.status == "failed" else 0)
 
@@ -126,10 +141,12 @@ def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
     for name in spec.variants:
         print(f"  {name:14s} {per_variant[name]:7d} {pruned[name]:7d}")
     # Start-up measured on an H200 host (docs/perf-notes.md, visit 20): 27.6 s from the command to a
-    # one-point sweep's record, 6 s of it a local Ray head (joining a running cluster saves most).
+    # one-point sweep's record, 6 s of it a local Ray head (joining a running one takes 0.1 s); the
+    # torch-free driver (session 4) took 2.4 s off that on the CPU VM, not measured on a GPU yet.
     print(
         f"estimated GPU time: {seconds / 60:.1f} min on one H100-class GPU "
-        f"({seconds / 60 / 8:.1f} min on 8), plus about 30 s of start-up"
+        f"({seconds / 60 / 8:.1f} min on 8), plus up to 30 s of start-up "
+        "(less when a Ray is already running: `ray start --head`)"
     )
 
 

@@ -7,7 +7,8 @@ How to init is decided by a pure function (`plan_ray_init`), in this order:
 3. A Ray head already running on this node (`ray start --head`, as `ray up` does): `ray submit`
    runs `python ~/sweep.py` there with no address at all. Ray records the head's address in
    <ray temp dir>/ray_current_cluster; a stale file (the head was killed) is not a running head.
-4. Otherwise a local Ray with one logical GPU per worker (no GPU) or the GPUs torch sees.
+4. Otherwise a local Ray with the GPUs NVML reports (as CUDA_VISIBLE_DEVICES limits them), or
+   one logical GPU per worker where there are none.
 Joining never passes num_cpus/num_gpus: Ray refuses them when connecting ("When connecting to an
 existing cluster, num_cpus and num_gpus must not be provided").
 """
@@ -31,6 +32,10 @@ log = logging.getLogger("farm")
 PROBE_TIMEOUT_S = 5.0
 # Connecting to a Ray cluster at this address form goes through Ray Client, not the GCS port.
 _SCHEMES = ("ray://", "http://", "https://")
+# Restarts Ray gives each worker actor (CUDA errors poison a process: the worker exits, Ray restarts it).
+MAX_RESTARTS = 20
+# Batches in flight per worker: one timed while the next one compiles.
+INFLIGHT_PER_WORKER = 2
 
 
 @dataclass(frozen=True)
@@ -112,16 +117,53 @@ def connect(ray, address: str | None, workers: int | None) -> bool:
             ray.init(address=plan.address, **quiet)
         except ConnectionError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            # Ray 2.60's `ray start --head` turns token authentication on; a client without
+            # RAY_AUTH_MODE=token is refused ("InvalidAuthToken") and sees only "Failed to connect".
+            hint = (
+                ""
+                if os.environ.get("RAY_AUTH_MODE")
+                else "; a head with token auth needs RAY_AUTH_MODE=token"
+            )
             raise UserError(
-                f"cannot join the Ray cluster at {plan.address} ({plan.source}): {first}"
+                f"cannot join the Ray cluster at {plan.address} ({plan.source}): {first}{hint}"
             ) from exc
         log.info("joined the Ray cluster at %s (%s)", plan.address, plan.source)
         return False
-    import torch
-
-    gpus = torch.cuda.device_count()
+    gpus = visible_gpus(nvml_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
     ray.init(num_gpus=gpus or workers or 2, include_dashboard=False, **quiet)
     return True
+
+
+def nvml_gpu_count() -> int:
+    """GPUs the NVIDIA driver reports (0 without one). NVML, not torch: the driver imports no torch
+    (2.8 s of start-up on an H200 host, docs/perf-notes.md)."""
+    try:
+        import pynvml
+    except ImportError:
+        return 0
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:  # no driver (a CPU machine)
+        log.debug("no NVML: %s", exc)
+        return 0
+    try:
+        return pynvml.nvmlDeviceGetCount()
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def visible_gpus(count: int, cuda_visible_devices: str | None) -> int:
+    """GPUs this process may use: `count` of the node, limited by CUDA_VISIBLE_DEVICES where it is
+    set. Like CUDA, the list ends at its first invalid entry: "" and "-1" hide every GPU."""
+    if cuda_visible_devices is None:
+        return count
+    listed = 0
+    for entry in cuda_visible_devices.split(","):
+        entry = entry.strip()
+        if not entry or entry.startswith("-"):
+            break
+        listed += 1
+    return min(count, listed)
 
 
 @dataclass
@@ -162,6 +204,55 @@ def start_workers(
         max_concurrency=inflight_per_worker,
     )
     return [WorkerHandle(actor_class.remote(plugin_sources, backend, compile_threads)) for _ in range(count)]
+
+
+@dataclass
+class Launched:
+    """Ray joined or started, and the GPU worker actors created on it (they may still be starting)."""
+
+    ray: object  # the ray module
+    workers: list[WorkerHandle]
+    started_ray: bool  # this process started Ray, and shuts it down
+
+    def stop(self) -> None:
+        try:
+            stop_workers(self.ray, self.workers)
+        finally:
+            if self.started_ray:
+                self.ray.shutdown()
+
+
+def launch(
+    address: str | None,
+    workers: int | None,
+    plugin_sources: list,
+    *,
+    backend: str = "auto",
+    compile_threads: int = 8,
+    max_restarts: int = MAX_RESTARTS,
+    inflight_per_worker: int = INFLIGHT_PER_WORKER,
+) -> Launched:
+    """Join or start Ray and create the workers; returns at once while they import torch and open
+    their GPUs (4.3 s on an H200 host, docs/perf-notes.md), which the driver overlaps with its own
+    set-up. Call it before importing the database modules: they take 1-1.5 s the workers can hide."""
+    import ray
+
+    started_ray = connect(ray, address, workers)
+    try:
+        handles = start_workers(
+            ray,
+            plugin_sources,
+            backend=backend,
+            compile_threads=compile_threads,
+            workers=workers,
+            max_restarts=max_restarts,
+            inflight_per_worker=inflight_per_worker,
+        )
+    except BaseException:
+        if started_ray:
+            ray.shutdown()
+        raise
+    return Launched(ray, handles, started_ray)
 
 
 def await_workers(ray, handles: list[WorkerHandle]) -> None:

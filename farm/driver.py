@@ -28,8 +28,8 @@ from farm.plan import Batch, Point, code_versions, expand, make_batches, pending
 from farm.plugins import load_plugin
 from farm.sink import FLUSH_EVERY_S, ResultSink
 from farm.spec import GridSpec, spec_as_dict
-from farm.timing import TimingPolicy
 from farm.worker import Progress
+from kernels.space import DEFAULT_SMEM_LIMIT
 
 log = logging.getLogger("farm")
 
@@ -46,8 +46,8 @@ class SweepOptions:
     workers: int | None = None  # local run without a GPU: number of logical GPUs (workers)
     point_timeout_s: float = 60.0  # the floor of every deadline
     compile_threads: int = 8
-    inflight_per_worker: int = 2
-    max_restarts: int = 20
+    inflight_per_worker: int = cluster.INFLIGHT_PER_WORKER
+    max_restarts: int = cluster.MAX_RESTARTS
     retry_failed: bool = False
     progress: bool = True
 
@@ -70,7 +70,6 @@ class SweepResult:
 class Driver:
     def __init__(self, spec: GridSpec, options: SweepOptions, command: str):
         self.spec, self.options, self.command = spec, options, command
-        self.timing_policy = TimingPolicy.from_spec(spec.timing)
         self.repeats = spec.timing.nondeterminism_repeats
         self.queue: collections.deque[Batch] = collections.deque()
         self.inflight: dict[object, InFlight] = {}
@@ -79,6 +78,7 @@ class Driver:
         self.versions: dict[str, str] = {}
         self.fault_policy = FaultPolicy(self.versions)
         self.sink: ResultSink | None = None
+        self.plan: tuple[int, list[Point]] | None = None  # (shared memory it was pruned for, points)
 
     @property
     def counts(self) -> collections.Counter:
@@ -87,35 +87,36 @@ class Driver:
 
     # -- set-up --------------------------------------------------------------------------------
 
-    def run(self) -> SweepResult:
-        import ray
-
-        plugin_sources = [load_plugin(path) for path in self.options.plugins]
-        expand(self.spec)  # validates variants before anything is started or written
-        # Ray first: an unreachable cluster is an error before the database file is created.
-        started_ray = cluster.connect(ray, self.options.address, self.options.workers)
-        o = self.options
-        try:
-            # The workers import torch and open their GPUs while the database opens and migrates.
-            self.workers = cluster.start_workers(
-                ray,
+    def run(self, launched: cluster.Launched | None = None) -> SweepResult:
+        """The sweep, on the workers `cluster.launch` created (this call stops them), or on its own."""
+        if launched is None:
+            plugin_sources = [load_plugin(path) for path in self.options.plugins]
+            # Validates variants before anything is started or written.
+            self.plan = (DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
+            # Ray first: an unreachable cluster is an error before the database file is created.
+            o = self.options
+            launched = cluster.launch(
+                o.address,
+                o.workers,
                 plugin_sources,
                 backend=o.backend,
                 compile_threads=o.compile_threads,
-                workers=o.workers,
                 max_restarts=o.max_restarts,
                 inflight_per_worker=o.inflight_per_worker,
             )
-            try:
-                self.engine = make_engine(o.db)
-                ensure_current(self.engine, create=True)
-                cluster.await_workers(ray, self.workers)
-                return self._run(ray)
-            finally:
-                cluster.stop_workers(ray, self.workers)
+        try:
+            # The workers import torch and open their GPUs while the database opens and migrates.
+            self.workers = launched.workers
+            self.engine = make_engine(self.options.db)
+            ensure_current(self.engine, create=True)
+            # The plan for an H100/H200's shared memory, made while the workers start (the full
+            # preset's 124k points: 1.8 s); _run plans again for workers with less or more.
+            if self.plan is None:
+                self.plan = (DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
+            cluster.await_workers(launched.ray, self.workers)
+            return self._run(launched.ray)
         finally:
-            if started_ray:
-                ray.shutdown()
+            launched.stop()
 
     def _run(self, ray) -> SweepResult:
         o = self.options
@@ -124,7 +125,7 @@ class Driver:
                 w.env_id = environment_id(session, w.info.environment)
             session.commit()
         smem = min(w.info.smem_limit for w in self.workers)
-        points, _ = expand(self.spec, smem_limit=smem)
+        points = self.plan[1] if self.plan[0] == smem else expand(self.spec, smem_limit=smem)[0]
         self.versions.update(code_versions(self.spec.variants))
         env_ids = {w.env_id for w in self.workers}
         statuses = (Status.OK, Status.WRONG) if o.retry_failed else None
@@ -220,7 +221,8 @@ class Driver:
             w = self.workers[wi]
             batch = self._without_quarantined(self.queue.popleft())
             if batch.points:
-                gen = w.actor.run_batch.remote(batch, self.timing_policy, self.repeats)
+                # the spec's timing: the worker makes its farm.timing.TimingPolicy (farm.timing imports torch)
+                gen = w.actor.run_batch.remote(batch, self.spec.timing, self.repeats)
                 index_of = {(p.variant, p.config.key): i for i, p in enumerate(batch.points)}
                 deadline = time.monotonic() + self._compile_allowance(batch)
                 self.inflight[gen] = InFlight(batch, wi, index_of, deadline=deadline)
@@ -380,5 +382,7 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def run_sweep(spec: GridSpec, options: SweepOptions, command: str) -> SweepResult:
-    return Driver(spec, options, command).run()
+def run_sweep(
+    spec: GridSpec, options: SweepOptions, command: str, launched: cluster.Launched | None = None
+) -> SweepResult:
+    return Driver(spec, options, command).run(launched)

@@ -196,7 +196,7 @@ class Gpu:
             compute_capability=self.compute_capability,
             driver_version=self._driver(),
             cuda_version=torch.version.cuda or "",
-            torch_version=torch.__version__,
+            torch_version=str(torch.__version__),  # a TorchVersion: unpickling it imports torch (2.8 s)
             triton_version=triton.__version__,
             ray_version=_version("ray"),
             python_version=platform.python_version(),

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels import DTYPES, MatmulConfig
-from kernels.schedule import cdiv
+from kernels import MatmulConfig
+from kernels.sizes import DTYPE_BYTES, cdiv
 
 # Registers are allocated per warp in units of 256 (sm_70 .. sm_90); a CTA also reserves 1 KiB
 # of shared memory for the system on sm_80 and later.
@@ -57,7 +57,7 @@ def occupancy(res: KernelResources, limits: DeviceLimits) -> int | None:
 
 
 def operand_bytes(m: int, n: int, k: int, dtype: str) -> int:
-    return (m * k + k * n + m * n) * DTYPES[dtype].itemsize
+    return (m * k + k * n + m * n) * DTYPE_BYTES[dtype]
 
 
 def tflops(m: int, n: int, k: int, ms: float) -> float:

@@ -4,6 +4,9 @@ A batch is one (dtype, shape, variant) with that variant's configs for it: the w
 inputs and the fp64 reference once, and times the batch's configs under the same clock
 conditions. Batches are dealt so that each kernel is compiled once per host, not once per GPU
 (see `make_batches`).
+
+Torch-free, like the rest of the driver's path: variants come from their declarations and config
+spaces (kernels/registry.py), not from their modules (tests/farm/test_driver_imports.py).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from pathlib import Path
 from db.records import MeasurementRecord, point_key
 from farm.errors import UserError
 from farm.spec import GridSpec
-from kernels import DTYPES, MatmulConfig, UnknownVariantError, get_variant
-from kernels.space import DEFAULT_SMEM_LIMIT
+from kernels import MatmulConfig, UnknownVariantError, get_variant
+from kernels.space import DEFAULT_SMEM_LIMIT, Problem
 
 # Points per batch: enough to interleave the configs of a shape, few enough that a batch lost to a
 # crashed worker costs seconds, not minutes.
@@ -100,14 +103,17 @@ def expand(spec: GridSpec, smem_limit: int = DEFAULT_SMEM_LIMIT) -> tuple[list[P
     """Every point of the spec after pruning, and how many candidates each variant lost to pruning."""
     check_variants(spec)
     axes = spec.configs.axes()
+    spaces = {name: get_variant(name).space for name in spec.variants}
+    # The candidates depend on the axes alone: built once per variant, pruned per problem.
+    candidates = {name: sorted(set(space.candidates(axes))) for name, space in spaces.items()}
     points: list[Point] = []
     pruned: Counter = Counter()
     for dtype in spec.dtypes:
         for m, n, k in spec.shape_list():
+            problem = Problem(m, n, k, dtype, smem_limit)
             for name in spec.variants:
-                variant = get_variant(name)
-                kept = variant.configs(m, n, k, DTYPES[dtype], axes, smem_limit=smem_limit)
-                pruned[name] += len(set(variant.space.candidates(axes))) - len(kept)
+                kept = spaces[name].configs(problem, candidates=candidates[name])
+                pruned[name] += len(candidates[name]) - len(kept)
                 points += [Point(name, dtype, m, n, k, cfg) for cfg in kept]
     return points, pruned
 

@@ -133,12 +133,16 @@ class GpuWorker:
     # -- one batch ---------------------------------------------------------------------------
 
     def run_batch(self, batch, policy, repeats: int):
-        """Yield Progress events and one MeasurementRecord per point of `batch`."""
+        """Yield Progress events and one MeasurementRecord per point of `batch`. `policy`: a
+        farm.timing.TimingPolicy, or the spec's farm.spec.Timing (what the torch-free driver sends)."""
         import torch
 
         from farm import measure
-        from farm.timing import estimate_seconds, time_points
+        from farm.timing import TimingPolicy, estimate_seconds, time_points
         from kernels import DTYPES, get_variant, reference_matmul
+
+        if not isinstance(policy, TimingPolicy):
+            policy = TimingPolicy.from_spec(policy)
 
         if self.poisoned:  # the driver restarts this worker and runs the batch elsewhere
             yield Progress("poisoned")

@@ -2,23 +2,39 @@
 
 Usable on its own in any program: imports nothing from `farm`, `db` or `dashboard`, and never
 picks a device (launchers allocate on their inputs' device).
+
+Importing the package imports neither torch nor Triton: configs, config spaces and the registry
+(`get_variant`, `register_variant`) are plain Python, so a sweep's driver plans with them in a
+fraction of a second. Names that need torch (the launchers, accuracy checks, the dispatcher,
+`DTYPES`) load their modules on first use, and a built-in variant's module loads when it is
+first launched (kernels/registry.py).
 """
 
-from kernels import (  # noqa: F401  (register the built-ins)
-    cublas,
-    grouped,
-    persistent_tma,
-    splitk,
-    splitk_det,
-    streamk,
-    streamk_hybrid,
-    tiled,
-)
-from kernels.accuracy import check_accuracy, reference_matmul, relative_error, tolerance
+import importlib
+
 from kernels.config import LIBRARY_CONFIG, ConfigError, MatmulConfig
-from kernels.dispatch import Dispatcher, matmul
 from kernels.registry import UnknownVariantError, Variant, get_variant, register_variant, variant_names
-from kernels.space import DTYPES, SPACES, ConfigSpace, Problem
+from kernels.space import SPACES, ConfigSpace, Problem
+
+# name -> the module that defines it; imported on first access (PEP 562), as each imports torch.
+_LAZY = {
+    "DTYPES": "kernels.space",
+    "check_accuracy": "kernels.accuracy",
+    "reference_matmul": "kernels.accuracy",
+    "relative_error": "kernels.accuracy",
+    "tolerance": "kernels.accuracy",
+    "Dispatcher": "kernels.dispatch",
+    "matmul": "kernels.dispatch",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DTYPES",

@@ -19,13 +19,11 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.sizes import aligned_chunk, cdiv  # noqa: F401  (the kernels import them from here)
+
 # Programs a persistent schedule launches when the device cannot say how many SMs it has (the
 # interpreter on a CPU): a few, so that programs walk several tiles and share them as on a GPU.
 FALLBACK_PROGRAMS = 4
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def grouped_tile(pid: int, num_pid_m: int, num_pid_n: int, group_m: int) -> tuple[int, int]:
@@ -60,16 +58,6 @@ def splitk_tile_jit(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr, SPLIT_K: t
     pid_k = pid % SPLIT_K
     pid_m, pid_n = grouped_tile_jit(tile, num_pid_m, num_pid_n, GROUP_M)
     return pid_m, pid_n, pid_k
-
-
-def aligned_chunk(k: int, split_k: int, block_k: int) -> int:
-    """K elements per split, rounded up to whole BLOCK_K tiles.
-
-    Why: with chunk = cdiv(K, SPLIT_K) the chunk starts lose their alignment and the loads slow
-    down; whole tiles raised the best bf16 split-K result 1.5-1.9x on an H200 (512x512x32768:
-    187 -> 348 TFLOP/s; 256x256x65536: 141 -> 206; 128x128x131072: 62 -> 113).
-    """
-    return cdiv(cdiv(k, split_k), block_k) * block_k
 
 
 def split_range(pid_k: int, k: int, split_k: int, block_k: int) -> tuple[int, int]:

@@ -3,18 +3,24 @@
 A space names the `MatmulConfig` axes a schedule varies, with default values; a sweep spec may
 replace any axis's values. `ConfigSpace.configs(problem)` is the Cartesian product minus the
 configs some rule rejects. Each rule returns the reason it rejects a config, or None.
+
+No torch here: a sweep's driver expands and prunes its plan with these rules and never imports
+torch (docs/perf-notes.md, start-up). `DTYPES` (names to torch dtypes) loads torch when first used.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
-from kernels.schedule import aligned_chunk, cdiv
+from kernels.sizes import DTYPE_BYTES, aligned_chunk, cdiv, dtype_name
+
+if TYPE_CHECKING:
+    import torch
 
 # Per-block shared memory opt-in limit of an H100/H200 (227 KB); the farm passes the device's own.
 DEFAULT_SMEM_LIMIT = 232_448
@@ -27,33 +33,41 @@ MIN_ACC_PER_THREAD_8_WARPS = 16
 TMA_ALIGN_BYTES = 16
 TMA_MAX_BOX = 256
 
-DTYPES: dict[str, torch.dtype] = {
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-}
+
+@functools.cache
+def torch_dtypes() -> dict[str, torch.dtype]:
+    """Spec dtype names -> torch dtypes (imports torch)."""
+    import torch
+
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    for name, dt in DTYPES.items():
-        if dt == dtype:
-            return name
-    raise ValueError(f"unsupported dtype {dtype}; supported: {', '.join(DTYPES)}")
+def __getattr__(name: str):
+    # `DTYPES` stays importable from here (kernels.space.DTYPES, `from kernels import DTYPES`) but
+    # imports torch only when someone uses it, not when the config spaces are imported.
+    if name == "DTYPES":
+        return torch_dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
 class Problem:
-    """What pruning needs to know about one matmul: C[m, n] = A[m, k] @ B[k, n] on one device."""
+    """What pruning needs to know about one matmul: C[m, n] = A[m, k] @ B[k, n] on one device.
+
+    `dtype` is a spec name ("bfloat16") or a torch dtype; it is kept as the name."""
 
     m: int
     n: int
     k: int
-    dtype: torch.dtype
+    dtype: str
     smem_limit: int = DEFAULT_SMEM_LIMIT
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
 
     @property
     def elem_bytes(self) -> int:
-        return self.dtype.itemsize
+        return DTYPE_BYTES[self.dtype]
 
 
 Rule = Callable[[MatmulConfig, Problem], str | None]
@@ -155,7 +169,7 @@ def fits_shared_memory_tma(cfg: MatmulConfig, p: Problem) -> str | None:
 
 
 def precision_applies(cfg: MatmulConfig, p: Problem) -> str | None:
-    if p.dtype != torch.float32 and cfg.input_precision != "ieee":
+    if p.dtype != "float32" and cfg.input_precision != "ieee":
         return "input_precision applies to float32 inputs only"
     return None
 
@@ -207,9 +221,19 @@ class ConfigSpace:
                 return reason
         return None
 
-    def configs(self, problem: Problem, axes: Mapping[str, Sequence] | None = None) -> list[MatmulConfig]:
-        kept = {cfg for cfg in self.candidates(axes) if self.prune(cfg, problem) is None}
-        return sorted(kept)
+    def configs(
+        self,
+        problem: Problem,
+        axes: Mapping[str, Sequence] | None = None,
+        *,
+        candidates: Sequence[MatmulConfig] | None = None,
+    ) -> list[MatmulConfig]:
+        """The candidates `problem` keeps, sorted. `candidates`: this space's `candidates(axes)`,
+        when the caller has them for many problems (building them was 80% of planning the full
+        preset's 124k points)."""
+        if candidates is None:
+            candidates = self.candidates(axes)
+        return sorted({cfg for cfg in candidates if self.prune(cfg, problem) is None})
 
 
 # Defaults for specs that leave an axis out. Widened where the H200 measurements said

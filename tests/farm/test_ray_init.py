@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from farmkit import REPO, farm_command, subprocess_env
 
-from farm.cluster import RayInit, _host_port, local_head, plan_ray_init, reachable
+from farm.cluster import RayInit, _host_port, local_head, plan_ray_init, reachable, visible_gpus
 
 
 @pytest.mark.parametrize(
@@ -104,3 +104,20 @@ def test_unreachable_address_is_one_line_and_exit_2(tmp_path: Path, tiny_spec: P
     assert run.returncode == 2, run.stderr
     assert run.stderr == f"error: cannot reach the Ray cluster at {address} (from {how})\n"
     assert not db.exists()  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("count", "cuda_visible_devices", "expected"),
+    [
+        pytest.param(8, None, 8, id="unset-every-gpu"),
+        pytest.param(8, "0,3,5", 3, id="listed"),
+        pytest.param(2, "0,1,2,3", 2, id="more-listed-than-present"),
+        pytest.param(8, "", 0, id="empty-hides-all"),
+        pytest.param(8, "-1", 0, id="minus-one-hides-all"),
+        pytest.param(8, "1,-1,2", 1, id="ends-at-the-first-invalid"),
+        pytest.param(4, "GPU-8f2b1c3e,GPU-0a9d", 2, id="uuids"),
+        pytest.param(0, "0", 0, id="no-gpu-on-the-node"),
+    ],
+)
+def test_visible_gpus(count: int, cuda_visible_devices: str | None, expected: int) -> None:
+    assert visible_gpus(count, cuda_visible_devices) == expected
