@@ -194,8 +194,9 @@ def commands(spec_path: str, gpus: int, folder: Path) -> None:
         "RAY_TMPDIR": str(temp_dir),
     }
     port = _free_port()
-    ray_cli = str(Path(sys.executable).parent / "ray")
-    head = [ray_cli, "start", "--head", "--block", f"--port={port}", "--include-dashboard=false"]
+    ray_cli = Path(sys.executable).parent / "ray"  # a venv's console script; else Ray's module
+    ray_cli = [str(ray_cli)] if ray_cli.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+    head = [*ray_cli, "start", "--head", "--block", f"--port={port}", "--include-dashboard=false"]
     head += [f"--temp-dir={temp_dir}/ray"] + (["--num-gpus=1"] if gpus == 0 else [])
     t = time.perf_counter()
     proc = subprocess.Popen(
