@@ -46,6 +46,9 @@ from farm.clock import (
 from farm.gpu import GpuState
 
 REGIMES = ("steady", "interleaved", "rest")
+# A measured block at the power limit holds at most this many launches (300 ms of 0.1 ms kernels
+# and their 70 us flushes: about 1,800); kernels shorter than that rarely reach the limit.
+MAX_LIMIT_BLOCK_LAUNCHES = 2_000
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -137,8 +140,8 @@ class TimingPolicy:
     # it samples 25 ms out of every 100 ms on A100/H100-class GPUs (arXiv 2312.02741), so a span's
     # ends are uncertain by tens of ms: visit 19's per-block energy (20-300 ms blocks) differed by
     # a median 17% between two sweeps of the same points. 0.5 s holds five such windows: a settled
-    # config at the limit (two 100 ms sub-blocks and a 300 ms block) has it, a below-limit config
-    # sharing blocks does not.
+    # config at the limit (two 100 ms sub-blocks and a 300 ms block, whatever max_reps) has it, a
+    # below-limit config sharing blocks does not.
     min_metered_s: float = 0.5
 
     def __post_init__(self) -> None:
@@ -512,10 +515,13 @@ def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewes
             p.meter(h.readings)
         # A settled config at the limit takes all its samples at once (a pass costs it min_settle_s
         # of settling or more): one pass where the stop rule allows, as do_bench's one run does.
-        n = min(max(launches_in(policy.limit_block_s, p.launch_s, policy.max_reps), fewest), policy.max_reps)
+        # The block fills limit_block_s even past max_reps launches, and its samples are its last
+        # max_reps: visit 22's splitk preset capped 0.7 ms kernels at 100 launches (73 ms), so no
+        # config reached min_metered_s and 1 of 588 rows had energy.
+        n = max(launches_in(policy.limit_block_s, p.launch_s, MAX_LIMIT_BLOCK_LAUNCHES), fewest)
     else:
         n = _block_size(p, policy, fewest, most)
     n = min(n, max_block_launches(host_s, PROFILED_HOST_FACTOR, gpu_s))
     block = clock.run([launch] * n, [host_s] * n, profile=True, gpu_s=gpu_s)
     p.spent_s += block.readings.seconds
-    p.add(block, host=not history)
+    p.add(block, first=max(0, n - policy.max_reps), host=not history)

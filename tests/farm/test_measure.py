@@ -293,6 +293,20 @@ def test_at_the_power_limit_one_pass_when_the_stop_rule_allows():
     assert [n for n, p in gpu.blocks if p] == [42] and timing.reps == 42
 
 
+def test_at_the_limit_a_short_kernel_fills_the_block_and_its_energy_is_stored():
+    """A 0.5 ms kernel at the limit: the measured block still lasts limit_block_s (about 380 launches
+    of 0.78 ms), its last max_reps launches are the samples, and the whole block is metered, so the
+    point has energy (visit 22: blocks capped at 100 launches left 587 of 588 rows without it)."""
+    kernel = Kernel(0.5, 1000.0)
+    gpu = PowerLimitedGpu([kernel], tau_s=0.2)
+    policy = TimingPolicy(min_reps=10, max_reps=100, target_ci=0.01, min_passes=2, max_seconds_per_point=10)
+    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    (measured,) = [n for n, p in gpu.blocks if p]
+    assert measured == pytest.approx(0.3 / ((_steady_ms(kernel) + gpu.flush_ms) / 1e3), rel=0.05)
+    assert timing.reps == 100 and timing.ms == pytest.approx(_steady_ms(kernel), rel=0.01)
+    assert timing.avg_watts is not None and timing.joules_per_launch is not None
+
+
 def test_limit_passes_sets_how_often_a_config_at_the_limit_is_measured():
     """A spec can ask for more passes at the limit (repeatability for sweep time): each pass settles
     again and adds a measured block, though one block already met the stop rule."""
