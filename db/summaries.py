@@ -1,8 +1,9 @@
 """Summaries that every writer of measurements keeps: `shape_best` and `split_best` (db.models), which
 the views best_configs, vs_cublas and splitk_speedup read (db.views VIEWS_0003, revision 0003), and
 `gpu_best`, `shape_stats`, `variant_stats`, `grouping_best` and `sweep_counts` (revision 0004), which
-the best_configs and grouping_effect views (VIEWS_0004) and summary, filter_options, environments,
-accuracy and sweeps (db.queries) read.
+the best_configs and grouping_effect views (VIEWS_0004; from revision 0005 gpu_best holds a copy of
+each winning row and best_configs reads it alone) and summary, filter_options, environments, accuracy
+and sweeps (db.queries) read.
 
 Why: those views ranked every ok measurement of a GPU and dtype (0.8-1.0 s each on 1M rows, ten
 times that at 10M). Their answers only need the best row of small groups, and one flush of the
@@ -22,6 +23,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, text
 
+from db.models import GPU_BEST_COPIED, GPU_BEST_KEY
 from db.views import VIEWS_0002
 
 # (dtype, m, n, k, variant): one shape_best group of an environment.
@@ -93,13 +95,19 @@ _FILL_GROUPING = text(
 )
 
 # gpu_best: per GPU model, the best of its environments' shape_best rows (lowest ms, then id), which is
-# the best over all its rows: what best_configs ranked shape_best for on every read.
+# the best over all its rows: what best_configs ranked shape_best for on every read. It keeps a copy of
+# the winning row (revision 0005), which refresh re-copies whenever a write touches the group.
+_GPU_BEST = ", ".join(("gpu_name", *GPU_BEST_KEY, "measurement_id", *GPU_BEST_COPIED))
+_WINNER = ", ".join(
+    ("e.gpu_name", *(f"r.{c}" for c in GPU_BEST_KEY), "r.id", *(f"r.{c}" for c in GPU_BEST_COPIED))
+)
+_WINNER_FROM = "measurements r JOIN environments e ON e.id = r.environment_id"
 _DELETE_GPU_BEST = text(f"DELETE FROM gpu_best WHERE {_GPU_GROUP}")
 _FILL_GPU_BEST = text(
-    "INSERT INTO gpu_best (gpu_name, dtype, m, n, k, variant, measurement_id, ms) "
-    "SELECT e.gpu_name, s.dtype, s.m, s.n, s.k, s.variant, s.measurement_id, s.ms FROM shape_best s "
-    "JOIN environments e ON e.id = s.environment_id WHERE e.gpu_name = :g AND s.dtype = :d AND s.m = :m "
-    "AND s.n = :n AND s.k = :k AND s.variant = :v ORDER BY s.ms, s.measurement_id LIMIT 1"
+    f"INSERT INTO gpu_best ({_GPU_BEST}) SELECT {_WINNER} FROM {_WINNER_FROM} WHERE r.id = ("
+    "SELECT s.measurement_id FROM shape_best s JOIN environments se ON se.id = s.environment_id "
+    "WHERE se.gpu_name = :g AND s.dtype = :d AND s.m = :m AND s.n = :n AND s.k = :k AND s.variant = :v "
+    "ORDER BY s.ms, s.measurement_id LIMIT 1)"
 )
 
 # sweep_counts: per sweep, its rows (those no later sweep rewrote; db.queries.sweeps). A write can move
@@ -138,11 +146,10 @@ _REBUILD = (
     f"FROM ({VIEWS_0002['grouping_effect']}) x",
     "INSERT INTO sweep_counts (sweep_id, n_rows, stale) SELECT sweep_id, COUNT(*), 0 FROM measurements "
     "WHERE sweep_id IS NOT NULL GROUP BY sweep_id",
-    "INSERT INTO gpu_best (gpu_name, dtype, m, n, k, variant, measurement_id, ms) "
-    "SELECT gpu_name, dtype, m, n, k, variant, measurement_id, ms FROM (SELECT e.gpu_name, s.dtype, s.m, "
-    "s.n, s.k, s.variant, s.measurement_id, s.ms, ROW_NUMBER() OVER (PARTITION BY e.gpu_name, s.dtype, "
-    "s.m, s.n, s.k, s.variant ORDER BY s.ms, s.measurement_id) AS rn FROM shape_best s "
-    "JOIN environments e ON e.id = s.environment_id) x WHERE rn = 1",
+    f"INSERT INTO gpu_best ({_GPU_BEST}) SELECT {_WINNER} FROM (SELECT s.measurement_id, ROW_NUMBER() OVER ("
+    "PARTITION BY e.gpu_name, s.dtype, s.m, s.n, s.k, s.variant ORDER BY s.ms, s.measurement_id) AS rn "
+    "FROM shape_best s JOIN environments e ON e.id = s.environment_id) x "
+    f"JOIN {_WINNER_FROM} ON r.id = x.measurement_id WHERE x.rn = 1",
 )
 TABLES = (
     "shape_best", "split_best", "shape_stats", "variant_stats", "grouping_best", "sweep_counts", "gpu_best",

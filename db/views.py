@@ -327,5 +327,23 @@ VIEWS_0004: dict[str, str] = {
     "best_configs": _BEST_CONFIGS_0004,
     "grouping_effect": _GROUPING_0004,
 }
+
+
+# ---- revision 0005: best_configs reads gpu_best alone ----
+# gpu_best keeps a copy of the winning row (db.models GPU_BEST_COPIED): the environment's columns come
+# from the few rows of environments, no measurement is fetched by id.
+def _best_column(name: str) -> str:
+    if name == "id":
+        return "g.measurement_id AS id"
+    return f"e.{name}" if name in ENVIRONMENT_COLUMNS and name != "gpu_name" else f"g.{name}"
+
+
+_BEST_CONFIGS_0005 = (
+    f"SELECT {', '.join(_best_column(c) for c in RESULTS_COLUMNS)} "
+    "FROM gpu_best g JOIN environments e ON e.id = g.environment_id"
+)
+
+# Revision 0005's views, in creation order: 0004's, with best_configs reading gpu_best's copies.
+VIEWS_0005: dict[str, str] = {**VIEWS_0004, "best_configs": _BEST_CONFIGS_0005}
 # What the code at head creates (test-only later revisions drop and recreate these).
-VIEWS_HEAD = VIEWS_0004
+VIEWS_HEAD = VIEWS_0005

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from db import queries, schema
 from db.engine import make_engine
 from db.merge import merge
+from db.models import GPU_BEST_COPIED
 from db.views import VIEWS_0002
 from db.writes import environment_id, start_sweep
 
@@ -249,7 +250,11 @@ def tables_and_indexes(engine: Engine) -> set[str]:
     return {*found.get_table_names(), *(i["name"] for i in found.get_indexes("measurements"))}
 
 
-def test_revisions_0003_and_0004_backfill_on_upgrade_and_drop_on_downgrade(target: str) -> None:
+def gpu_best_columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns("gpu_best")}
+
+
+def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target: str) -> None:
     engine = make_engine(target)
     schema.upgrade(engine, "0002")
     rng = random.Random(7)
@@ -262,14 +267,25 @@ def test_revisions_0003_and_0004_backfill_on_upgrade_and_drop_on_downgrade(targe
     before = view_frames(engine)
     assert all(len(f) for f in before.values())
 
-    schema.upgrade(engine, "head")
-    assert schema.current(engine) == "0004"
+    schema.upgrade(engine, "0004")
     assert count(engine, "shape_best") > 0 and count(engine, "split_best") > 0
     assert min(count(engine, t) for t in SUMMARIES_0004) > 0
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
     with engine.connect() as conn:
         assert_views_match_0002(conn)
+
+    schema.upgrade(engine, "head")  # 0005: gpu_best rebuilt with the winning rows' columns
+    assert schema.current(engine) == "0005"
+    assert gpu_best_columns(engine) >= set(GPU_BEST_COPIED)
+    for name, frame in view_frames(engine).items():
+        pd.testing.assert_frame_equal(frame, before[name], obj=name)
+    with engine.connect() as conn:
+        assert_views_match_0002(conn)
+    schema.downgrade(engine, "0004")  # 0004's narrow gpu_best and best_configs again
+    assert gpu_best_columns(engine) == {"gpu_name", "dtype", "m", "n", "k", "variant", "measurement_id", "ms"}
+    for name, frame in view_frames(engine).items():
+        pd.testing.assert_frame_equal(frame, before[name], obj=name)
 
     schema.downgrade(engine, "0003")  # 0003's grouping_effect again, the 0004 tables and indexes gone
     assert (SUMMARIES_0004 | INDEXES_0004).isdisjoint(tables_and_indexes(engine))

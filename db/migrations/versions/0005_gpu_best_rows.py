@@ -1,0 +1,80 @@
+"""gpu_best keeps a copy of each winning row: the best_configs view reads it alone.
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-12-01
+
+At 10M measurements best_configs took 0.53-0.64 s on PostgreSQL (best of 5): of its 0.42 s of SQL,
+0.33 s were the 14,175 primary-key lookups of a GPU and dtype's winners into the 6 GB measurements
+table. gpu_best now holds the winning measurement's columns too (all of best_configs' columns but the
+environment's, which come from the few rows of `environments`), re-copied by db.summaries.refresh
+whenever a write touches the group.
+
+gpu_best is rebuilt here (derived rows: the measurements are not touched) with the columns of the
+measurements table as this revision finds it, filled from shape_best and measurements (the SQL below,
+frozen). A downgrade restores revision 0004's narrow gpu_best, filled the same way, and its view.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+from db.views import VIEWS_0004, VIEWS_0005
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+KEY = ("dtype", "m", "n", "k", "variant")
+# shape_best's best row per GPU model (lowest ms, then id): the rows of gpu_best at both revisions.
+_WINNERS = (
+    "SELECT e.gpu_name, s.measurement_id, ROW_NUMBER() OVER (PARTITION BY e.gpu_name, s.dtype, s.m, s.n, "
+    "s.k, s.variant ORDER BY s.ms, s.measurement_id) AS rn FROM shape_best s "
+    "JOIN environments e ON e.id = s.environment_id"
+)
+
+
+def _fill(columns: list[str]) -> str:
+    """gpu_best's rows with these columns of the winning measurement (its id is measurement_id)."""
+    copied = ", ".join(f"r.{c}" for c in columns)
+    names = ", ".join(columns)
+    return (
+        f"INSERT INTO gpu_best (gpu_name, {', '.join(KEY)}, measurement_id, {names}) "
+        f"SELECT x.gpu_name, {', '.join(f'r.{c}' for c in KEY)}, r.id, {copied} FROM ({_WINNERS}) x "
+        "JOIN measurements r ON r.id = x.measurement_id WHERE x.rn = 1"
+    )
+
+
+def _gpu_best(copied: list[sa.Column]) -> None:
+    op.create_table(
+        "gpu_best",
+        sa.Column("gpu_name", sa.String(), nullable=False),
+        sa.Column("dtype", sa.String(), nullable=False),
+        *(sa.Column(name, sa.Integer(), nullable=False) for name in "mnk"),
+        sa.Column("variant", sa.String(), nullable=False),
+        sa.Column("measurement_id", sa.Integer(), nullable=False),
+        *copied,
+        sa.PrimaryKeyConstraint("gpu_name", *KEY, name="pk_gpu_best"),
+    )
+
+
+def upgrade() -> None:
+    # Every measurement column but id and the key, with its type and nullability as stored (no
+    # defaults, no foreign keys: derived rows).
+    stored = sa.inspect(op.get_bind()).get_columns("measurements")
+    copied = [c for c in stored if c["name"] not in ("id", *KEY)]
+    op.execute("DROP VIEW best_configs")
+    op.drop_table("gpu_best")
+    _gpu_best([sa.Column(c["name"], c["type"], nullable=c["nullable"]) for c in copied])
+    op.execute(_fill([c["name"] for c in copied]))
+    op.execute(f"CREATE VIEW best_configs AS {VIEWS_0005['best_configs']}")
+
+
+def downgrade() -> None:
+    op.execute("DROP VIEW best_configs")
+    op.drop_table("gpu_best")
+    _gpu_best([sa.Column("ms", sa.Float(53), nullable=False)])
+    op.execute(_fill(["ms"]))
+    op.execute(f"CREATE VIEW best_configs AS {VIEWS_0004['best_configs']}")
