@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -20,10 +21,12 @@ import pandas as pd
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Engine,
     Integer,
     Select,
     case,
     column,
+    event,
     func,
     select,
     table,
@@ -96,6 +99,20 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+# The execution option that asks PostgreSQL for results in binary format: psycopg then reads numbers
+# and timestamps without parsing text (best_configs' 8,293 rows x 57 columns at 1M rows: 0.23 -> 0.13 s
+# of fetching). SQLite ignores it.
+_BINARY = "farm_binary_results"
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _binary_results(conn, cursor, statement, parameters, context, executemany) -> None:
+    if context is not None and context.execution_options.get(_BINARY) and conn.dialect.driver == "psycopg":
+        from psycopg.pq import Format  # only with PostgreSQL: psycopg is an optional dependency
+
+        cursor.format = Format.BINARY
+
+
 def fetch(conn: Connection, stmt: Select) -> tuple[list[str], list[tuple]]:
     """Column names and rows as the driver's plain tuples.
 
@@ -103,7 +120,7 @@ def fetch(conn: Connection, stmt: Select) -> tuple[list[str], list[tuple]]:
     450k rows (0.9 s -> 2.2 s on this 2-core machine). No value needs a result processor here:
     normalize() converts the types.
     """
-    result = conn.execute(stmt)
+    result = conn.execute(stmt, execution_options={_BINARY: True})
     try:
         keys = list(result.keys())
         # Only an unbuffered result leaves every row to the cursor (stream_results prefetches some).
@@ -116,9 +133,35 @@ def fetch(conn: Connection, stmt: Select) -> tuple[list[str], list[tuple]]:
     return keys, rows
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _column(name: str, values: tuple) -> Any:
+    """One column of a frame, built in the type normalize() gives it where the values allow: pandas'
+    inference per value cost 0.11 s of best_configs' 8,293 x 57 values, mostly for the timestamps.
+    Anything else (SQLite's timestamps as text, a value these types refuse) is left to normalize()."""
+    kind = COLUMN_KINDS.get(name)
+    try:
+        if kind == "float":
+            return np.array(values, dtype="float64")  # None -> NaN
+        if kind == "int":
+            return pd.array(values, dtype="Int64")
+        first = next((v for v in values if v is not None), None)
+        if kind == "time" and isinstance(first, datetime) and first.tzinfo is not None:
+            # PostgreSQL's timestamptz as microseconds since the epoch: pandas reads each object else.
+            us = [None if v is None else (v - _EPOCH) // _MICROSECOND for v in values]
+            return pd.to_datetime(pd.array(us, dtype="Int64"), unit="us", utc=True)
+    except (TypeError, ValueError):
+        pass
+    return values
+
+
 def frame(conn: Connection, stmt: Select) -> pd.DataFrame:
     keys, rows = fetch(conn, stmt)
-    return normalize(pd.DataFrame(rows, columns=keys))
+    if not rows:
+        return normalize(pd.DataFrame(rows, columns=keys))
+    return normalize(pd.DataFrame({k: _column(k, v) for k, v in zip(keys, zip(*rows))}, columns=keys))
 
 
 def _select_view(name: str, order_by: Sequence[str], limit: int | None = None, **filters: Any) -> Select:
