@@ -201,6 +201,46 @@ def test_best_row_remeasured_slower_or_wrong_gives_way(engine: Engine) -> None:
         assert_views_match_0002(conn)
 
 
+def test_best_configs_copies_follow_ties_gpus_and_rewritten_winners(engine: Engine) -> None:
+    """gpu_best's copy of each winning row (revision 0005) against the window pass over every row: ties in
+    ms within an environment and across the two H200 hosts go to the lower id, the A100 is ranked
+    apart, and a winner re-measured at the same ms with other columns changed is copied again."""
+    with Session(engine) as session:
+        sweep = start_sweep(session, name="later", spec={}, command="", n_points=1)
+        session.commit()
+    tie = [rec("tiled", SHAPES[0], block=b, ms=0.5, tflops=float(i)) for i, b in enumerate(BLOCKS)]
+    store(engine, tie[:2])  # the first is the winner: same ms, lower id
+    store(engine, tie[2:], env=H200_NODE2)  # ties with it from the other H200 host, a later id
+    store(engine, [rec("tiled", SHAPES[0], ms=0.5, tflops=9.0), rec("cublas", SHAPES[1], ms=0.25)], env=A100)
+    store(engine, [rec("tiled", SHAPES[1], ms=0.75), rec("tiled", SHAPES[1], block=BLOCKS[1], ms=0.7)])
+
+    def best_rows() -> pd.DataFrame:
+        with engine.connect() as conn:
+            got = read(conn, "SELECT * FROM best_configs", "best_configs")
+            want = read(conn, f"SELECT * FROM ({VIEWS_0002['best_configs']}) x", "best_configs")
+        pd.testing.assert_frame_equal(got, want, obj="best_configs")
+        return got.set_index(["gpu_name", "m", "variant"])
+
+    first = best_rows()
+    assert len(first) == 4 and first.loc[(H200.gpu_name, SHAPES[0][0], "tiled")].tflops == 0.0
+    assert first.loc[(A100.gpu_name, SHAPES[0][0], "tiled")].tflops == 9.0
+    assert first.loc[(H200.gpu_name, SHAPES[1][0], "tiled")].ms == 0.7
+
+    # The winner again, same ms, from a later sweep and with other numbers: the copy follows.
+    store(
+        engine, [rec("tiled", SHAPES[0], block=BLOCKS[0], ms=0.5, tflops=7.0, rel_err=0.002)], sweep_id=sweep
+    )
+    again = best_rows().loc[(H200.gpu_name, SHAPES[0][0], "tiled")]
+    assert (again.id, again.tflops, again.rel_err, again.sweep_id) == (
+        first.loc[(H200.gpu_name, SHAPES[0][0], "tiled")].id,
+        7.0,
+        0.002,
+        sweep,
+    )
+    store(engine, [rec("tiled", SHAPES[0], block=BLOCKS[0], status="wrong", ms=0.5)])  # now the next tie
+    assert best_rows().loc[(H200.gpu_name, SHAPES[0][0], "tiled")].tflops == 1.0
+
+
 def test_sweep_counts_follow_points_that_a_later_sweep_rewrites(engine: Engine) -> None:
     """A point re-measured by a later sweep (same code version) leaves the sweep that measured it first."""
     with Session(engine) as session:
