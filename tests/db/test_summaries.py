@@ -294,6 +294,10 @@ def gpu_best_columns(engine: Engine) -> set[str]:
     return {c["name"] for c in inspect(engine).get_columns("gpu_best")}
 
 
+def grouping_best_indexes(engine: Engine) -> set[str]:
+    return {i["name"] for i in inspect(engine).get_indexes("grouping_best")}
+
+
 def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target: str) -> None:
     engine = make_engine(target)
     schema.upgrade(engine, "0002")
@@ -318,12 +322,14 @@ def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target
     schema.upgrade(engine, "head")  # 0005: gpu_best rebuilt with the winning rows' columns
     assert schema.current(engine) == "0005"
     assert gpu_best_columns(engine) >= set(GPU_BEST_COPIED)
+    assert "ix_grouping_best_rows" in grouping_best_indexes(engine)
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
     with engine.connect() as conn:
         assert_views_match_0002(conn)
     schema.downgrade(engine, "0004")  # 0004's narrow gpu_best and best_configs again
     assert gpu_best_columns(engine) == {"gpu_name", "dtype", "m", "n", "k", "variant", "measurement_id", "ms"}
+    assert "ix_grouping_best_rows" not in grouping_best_indexes(engine)
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
 

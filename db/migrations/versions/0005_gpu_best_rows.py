@@ -1,4 +1,5 @@
-"""gpu_best keeps a copy of each winning row: the best_configs view reads it alone.
+"""gpu_best keeps a copy of each winning row: the best_configs view reads it alone; an index of every
+grouping_best column, so grouping_effect reads the index alone.
 
 Revision ID: 0005
 Revises: 0004
@@ -13,6 +14,10 @@ whenever a write touches the group.
 gpu_best is rebuilt here (derived rows: the measurements are not touched) with the columns of the
 measurements table as this revision finds it, filled from shape_best and measurements (the SQL below,
 frozen). A downgrade restores revision 0004's narrow gpu_best, filled the same way, and its view.
+
+grouping_effect (0.47-0.53 s) read its 54,577 rows of a GPU and dtype from grouping_best by a parallel
+scan and sort on PostgreSQL (0.19 s of SQL); ix_grouping_best_rows holds every column in the query's
+order (key first), which an index-only scan reads in 0.02-0.03 s.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ branch_labels = None
 depends_on = None
 
 KEY = ("dtype", "m", "n", "k", "variant")
+GROUPING_ROWS = (
+    "gpu_name", "dtype", "m", "n", "k", "variant", "block_m", "block_n", "block_k", "split_k", "num_warps",
+    "num_stages", "group_m", "ms", "ms_group1", "operand_bytes", "l2_bytes",
+)  # fmt: skip
 # shape_best's best row per GPU model (lowest ms, then id): the rows of gpu_best at both revisions.
 _WINNERS = (
     "SELECT e.gpu_name, s.measurement_id, ROW_NUMBER() OVER (PARTITION BY e.gpu_name, s.dtype, s.m, s.n, "
@@ -70,9 +79,11 @@ def upgrade() -> None:
     _gpu_best([sa.Column(c["name"], c["type"], nullable=c["nullable"]) for c in copied])
     op.execute(_fill([c["name"] for c in copied]))
     op.execute(f"CREATE VIEW best_configs AS {VIEWS_0005['best_configs']}")
+    op.create_index("ix_grouping_best_rows", "grouping_best", list(GROUPING_ROWS))
 
 
 def downgrade() -> None:
+    op.drop_index("ix_grouping_best_rows", table_name="grouping_best")
     op.execute("DROP VIEW best_configs")
     op.drop_table("gpu_best")
     _gpu_best([sa.Column("ms", sa.Float(53), nullable=False)])
