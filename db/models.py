@@ -286,6 +286,11 @@ class SplitBest(Base):
     is_split: Mapped[int] = mapped_column(primary_key=True)
     measurement_id: Mapped[int]
     ms: Mapped[float]
+    # The row's columns that splitk_speedup shows (revision 0005): it fetched 36k rows by id at 10M.
+    split_k: Mapped[int]
+    variant: Mapped[label]
+    tiles: Mapped[int | None]
+    tiles_per_sm: Mapped[float | None]
 
 
 # ---- summaries for the dashboard's other questions (db.summaries; revision 0004) ----

@@ -43,11 +43,12 @@ _FILL_SHAPE_BEST = text(
 _DELETE_SPLIT_BEST = text(f"DELETE FROM split_best WHERE {_SHAPE}")
 # is_split 1 for any split_k but 1, as the view it replaces pairs split_k = 1 against all others. The
 # variants come from shape_best (refreshed first): those with an ok row of the shape.
+_SPLIT_COPIED = "split_k, variant, tiles, tiles_per_sm"  # revision 0005: what splitk_speedup shows
 _FILL_SPLIT_BEST = text(
-    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms) "
-    "SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms FROM ("
-    "SELECT environment_id, dtype, m, n, k, block_m, block_n, "
-    "CASE WHEN split_k = 1 THEN 0 ELSE 1 END AS is_split, id, ms, ROW_NUMBER() OVER ("
+    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms, "
+    f"{_SPLIT_COPIED}) SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms, "
+    f"{_SPLIT_COPIED} FROM (SELECT environment_id, dtype, m, n, k, block_m, block_n, "
+    f"CASE WHEN split_k = 1 THEN 0 ELSE 1 END AS is_split, id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER ("
     "PARTITION BY block_m, block_n, CASE WHEN split_k = 1 THEN 0 ELSE 1 END ORDER BY ms, id) AS rn "
     f"FROM measurements WHERE {_SHAPE} AND {_OK} AND variant IN "
     f"(SELECT variant FROM shape_best WHERE {_SHAPE} AND variant <> 'cublas')) x WHERE rn = 1"
@@ -132,9 +133,10 @@ _REBUILD = (
     "SELECT environment_id, dtype, m, n, k, variant, id, ms FROM (SELECT environment_id, dtype, m, n, k, "
     "variant, id, ms, ROW_NUMBER() OVER (PARTITION BY environment_id, dtype, m, n, k, variant "
     f"ORDER BY ms, id) AS rn FROM measurements WHERE {_OK}) x WHERE rn = 1",
-    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms) "
-    "SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms FROM (SELECT environment_id, "
-    f"dtype, m, n, k, block_m, block_n, {_SPLIT} AS is_split, id, ms, ROW_NUMBER() OVER (PARTITION BY "
+    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms, "
+    f"{_SPLIT_COPIED}) SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms, "
+    f"{_SPLIT_COPIED} FROM (SELECT environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} AS is_split, "
+    f"id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER (PARTITION BY "
     f"environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} ORDER BY ms, id) AS rn "
     f"FROM measurements WHERE {_OK} AND variant <> 'cublas') x WHERE rn = 1",
     f"INSERT INTO shape_stats ({_STATS_KEY}, {_STATS}) SELECT {_STATS_KEY}, {_MEASURED_STATS} "

@@ -290,8 +290,12 @@ def tables_and_indexes(engine: Engine) -> set[str]:
     return {*found.get_table_names(), *(i["name"] for i in found.get_indexes("measurements"))}
 
 
+def columns_of(engine: Engine, table: str) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns(table)}
+
+
 def gpu_best_columns(engine: Engine) -> set[str]:
-    return {c["name"] for c in inspect(engine).get_columns("gpu_best")}
+    return columns_of(engine, "gpu_best")
 
 
 def grouping_best_indexes(engine: Engine) -> set[str]:
@@ -323,6 +327,7 @@ def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target
     assert schema.current(engine) == "0005"
     assert gpu_best_columns(engine) >= set(GPU_BEST_COPIED)
     assert "ix_grouping_best_rows" in grouping_best_indexes(engine)
+    assert {"split_k", "variant", "tiles", "tiles_per_sm"} <= columns_of(engine, "split_best")
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
     with engine.connect() as conn:
@@ -330,6 +335,7 @@ def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target
     schema.downgrade(engine, "0004")  # 0004's narrow gpu_best and best_configs again
     assert gpu_best_columns(engine) == {"gpu_name", "dtype", "m", "n", "k", "variant", "measurement_id", "ms"}
     assert "ix_grouping_best_rows" not in grouping_best_indexes(engine)
+    assert "split_k" not in columns_of(engine, "split_best")
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
 

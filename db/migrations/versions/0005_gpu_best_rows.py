@@ -18,6 +18,10 @@ frozen). A downgrade restores revision 0004's narrow gpu_best, filled the same w
 grouping_effect (0.47-0.53 s) read its 54,577 rows of a GPU and dtype from grouping_best by a parallel
 scan and sort on PostgreSQL (0.19 s of SQL); ix_grouping_best_rows holds every column in the query's
 order (key first), which an index-only scan reads in 0.02-0.03 s.
+
+splitk_speedup (0.38-0.6 s) fetched the two rows of each pair by id (36k primary-key lookups into
+measurements); split_best now keeps the columns it shows (split_k, variant, tiles, tiles_per_sm),
+filled here from the rows it points at.
 """
 
 from __future__ import annotations
@@ -69,23 +73,51 @@ def _gpu_best(copied: list[sa.Column]) -> None:
     )
 
 
+# split_best's copies of the columns splitk_speedup shows, filled from the rows it points at.
+SPLIT_COPIED = (
+    sa.Column("split_k", sa.Integer(), nullable=False),
+    sa.Column("variant", sa.String(), nullable=False),
+    sa.Column("tiles", sa.Integer(), nullable=True),
+    sa.Column("tiles_per_sm", sa.Float(53), nullable=True),
+)
+_FILL_SPLIT = (
+    "UPDATE split_best SET split_k = r.split_k, variant = r.variant, tiles = r.tiles, "
+    "tiles_per_sm = r.tiles_per_sm FROM measurements r WHERE r.id = split_best.measurement_id"
+)
+CHANGED_VIEWS = ("best_configs", "splitk_speedup")
+
+
 def upgrade() -> None:
     # Every measurement column but id and the key, with its type and nullability as stored (no
     # defaults, no foreign keys: derived rows).
     stored = sa.inspect(op.get_bind()).get_columns("measurements")
     copied = [c for c in stored if c["name"] not in ("id", *KEY)]
-    op.execute("DROP VIEW best_configs")
+    for name in CHANGED_VIEWS:
+        op.execute(f"DROP VIEW {name}")
     op.drop_table("gpu_best")
     _gpu_best([sa.Column(c["name"], c["type"], nullable=c["nullable"]) for c in copied])
     op.execute(_fill([c["name"] for c in copied]))
-    op.execute(f"CREATE VIEW best_configs AS {VIEWS_0005['best_configs']}")
+    for column in SPLIT_COPIED:  # nullable until filled (SQLite adds no NOT NULL column without default)
+        op.add_column("split_best", sa.Column(column.name, column.type, nullable=True))
+    op.execute(_FILL_SPLIT)
+    with op.batch_alter_table("split_best") as batch:
+        for column in SPLIT_COPIED:
+            if not column.nullable:
+                batch.alter_column(column.name, existing_type=column.type, nullable=False)
+    for name in CHANGED_VIEWS:
+        op.execute(f"CREATE VIEW {name} AS {VIEWS_0005[name]}")
     op.create_index("ix_grouping_best_rows", "grouping_best", list(GROUPING_ROWS))
 
 
 def downgrade() -> None:
     op.drop_index("ix_grouping_best_rows", table_name="grouping_best")
-    op.execute("DROP VIEW best_configs")
+    for name in CHANGED_VIEWS:
+        op.execute(f"DROP VIEW {name}")
     op.drop_table("gpu_best")
     _gpu_best([sa.Column("ms", sa.Float(53), nullable=False)])
     op.execute(_fill(["ms"]))
-    op.execute(f"CREATE VIEW best_configs AS {VIEWS_0004['best_configs']}")
+    with op.batch_alter_table("split_best") as batch:
+        for column in SPLIT_COPIED:
+            batch.drop_column(column.name)
+    for name in CHANGED_VIEWS:
+        op.execute(f"CREATE VIEW {name} AS {VIEWS_0004[name]}")
