@@ -1,5 +1,5 @@
-"""gpu_best keeps a copy of each winning row: the best_configs view reads it alone; an index of every
-grouping_best column, so grouping_effect reads the index alone.
+"""Copies of the rows best_configs and splitk_speedup show, in gpu_best and split_best, so the views
+read no measurement by id; an index of every grouping_best column, which grouping_effect reads alone.
 
 Revision ID: 0005
 Revises: 0004
@@ -21,7 +21,7 @@ order (key first), which an index-only scan reads in 0.02-0.03 s.
 
 splitk_speedup (0.38-0.6 s) fetched the two rows of each pair by id (36k primary-key lookups into
 measurements); split_best now keeps the columns it shows (split_k, variant, tiles, tiles_per_sm),
-filled here from the rows it points at.
+filled here from the rows it points at; a downgrade drops them and the index.
 """
 
 from __future__ import annotations
