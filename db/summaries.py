@@ -151,7 +151,8 @@ _REBUILD = (
     f"INSERT INTO gpu_best ({_GPU_BEST}) SELECT {_WINNER} FROM (SELECT s.measurement_id, ROW_NUMBER() OVER ("
     "PARTITION BY e.gpu_name, s.dtype, s.m, s.n, s.k, s.variant ORDER BY s.ms, s.measurement_id) AS rn "
     "FROM shape_best s JOIN environments e ON e.id = s.environment_id) x "
-    f"JOIN {_WINNER_FROM} ON r.id = x.measurement_id WHERE x.rn = 1",
+    "JOIN measurements r ON r.id = x.measurement_id JOIN environments e ON e.id = r.environment_id "
+    "WHERE x.rn = 1",
 )
 TABLES = (
     "shape_best", "split_best", "shape_stats", "variant_stats", "grouping_best", "sweep_counts", "gpu_best",

@@ -15,7 +15,7 @@ from samples import H200_NODE2
 from sqlalchemy import Connection, Engine, MetaData, inspect, text
 from sqlalchemy.orm import Session
 
-from db import queries, schema
+from db import queries, schema, summaries
 from db.engine import make_engine
 from db.merge import merge
 from db.models import GPU_BEST_COPIED
@@ -239,6 +239,21 @@ def test_best_configs_copies_follow_ties_gpus_and_rewritten_winners(engine: Engi
     )
     store(engine, [rec("tiled", SHAPES[0], block=BLOCKS[0], status="wrong", ms=0.5)])  # now the next tie
     assert best_rows().loc[(H200.gpu_name, SHAPES[0][0], "tiled")].tflops == 1.0
+
+
+def test_rebuild_after_a_bulk_load_gives_what_the_writers_keep(engine: Engine) -> None:
+    """db.summaries.rebuild (bench/db_views.py's fill, which inserts around db.writes) refills every
+    summary: the views and queries match the passes over every row, on both backends."""
+    rng = random.Random(5)
+    for env in (H200, H200_NODE2, A100):
+        store(engine, [random_point(rng) for _ in range(60)], env=env)
+    with engine.begin() as conn:
+        for name in summaries.TABLES:
+            conn.execute(text(f"DELETE FROM {name}"))
+        summaries.rebuild(conn)
+    assert all(count(engine, name) for name in ("shape_best", "split_best", "gpu_best", "variant_stats"))
+    with engine.connect() as conn:
+        assert_views_match_0002(conn)
 
 
 def test_sweep_counts_follow_points_that_a_later_sweep_rewrites(engine: Engine) -> None:
