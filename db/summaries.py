@@ -1,8 +1,9 @@
 """Summaries that every writer of measurements keeps: `shape_best` and `split_best` (db.models), which
 the views best_configs, vs_cublas and splitk_speedup read (db.views VIEWS_0003, revision 0003), and
 `gpu_best`, `shape_stats`, `variant_stats`, `grouping_best` and `sweep_counts` (revision 0004), which
-the best_configs and grouping_effect views (VIEWS_0004) and summary, filter_options, environments,
-accuracy and sweeps (db.queries) read.
+the best_configs and grouping_effect views (VIEWS_0004; from revision 0005 gpu_best holds a copy of
+each winning row and best_configs reads it alone) and summary, filter_options, environments, accuracy
+and sweeps (db.queries) read.
 
 Why: those views ranked every ok measurement of a GPU and dtype (0.8-1.0 s each on 1M rows, ten
 times that at 10M). Their answers only need the best row of small groups, and one flush of the
@@ -22,6 +23,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, text
 
+from db.models import GPU_BEST_COPIED, GPU_BEST_KEY
 from db.views import VIEWS_0002
 
 # (dtype, m, n, k, variant): one shape_best group of an environment.
@@ -41,11 +43,12 @@ _FILL_SHAPE_BEST = text(
 _DELETE_SPLIT_BEST = text(f"DELETE FROM split_best WHERE {_SHAPE}")
 # is_split 1 for any split_k but 1, as the view it replaces pairs split_k = 1 against all others. The
 # variants come from shape_best (refreshed first): those with an ok row of the shape.
+_SPLIT_COPIED = "split_k, variant, tiles, tiles_per_sm"  # revision 0005: what splitk_speedup shows
 _FILL_SPLIT_BEST = text(
-    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms) "
-    "SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms FROM ("
-    "SELECT environment_id, dtype, m, n, k, block_m, block_n, "
-    "CASE WHEN split_k = 1 THEN 0 ELSE 1 END AS is_split, id, ms, ROW_NUMBER() OVER ("
+    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms, "
+    f"{_SPLIT_COPIED}) SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms, "
+    f"{_SPLIT_COPIED} FROM (SELECT environment_id, dtype, m, n, k, block_m, block_n, "
+    f"CASE WHEN split_k = 1 THEN 0 ELSE 1 END AS is_split, id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER ("
     "PARTITION BY block_m, block_n, CASE WHEN split_k = 1 THEN 0 ELSE 1 END ORDER BY ms, id) AS rn "
     f"FROM measurements WHERE {_SHAPE} AND {_OK} AND variant IN "
     f"(SELECT variant FROM shape_best WHERE {_SHAPE} AND variant <> 'cublas')) x WHERE rn = 1"
@@ -93,13 +96,19 @@ _FILL_GROUPING = text(
 )
 
 # gpu_best: per GPU model, the best of its environments' shape_best rows (lowest ms, then id), which is
-# the best over all its rows: what best_configs ranked shape_best for on every read.
+# the best over all its rows: what best_configs ranked shape_best for on every read. It keeps a copy of
+# the winning row (revision 0005), which refresh re-copies whenever a write touches the group.
+_GPU_BEST = ", ".join(("gpu_name", *GPU_BEST_KEY, "measurement_id", *GPU_BEST_COPIED))
+_WINNER = ", ".join(
+    ("e.gpu_name", *(f"r.{c}" for c in GPU_BEST_KEY), "r.id", *(f"r.{c}" for c in GPU_BEST_COPIED))
+)
+_WINNER_FROM = "measurements r JOIN environments e ON e.id = r.environment_id"
 _DELETE_GPU_BEST = text(f"DELETE FROM gpu_best WHERE {_GPU_GROUP}")
 _FILL_GPU_BEST = text(
-    "INSERT INTO gpu_best (gpu_name, dtype, m, n, k, variant, measurement_id, ms) "
-    "SELECT e.gpu_name, s.dtype, s.m, s.n, s.k, s.variant, s.measurement_id, s.ms FROM shape_best s "
-    "JOIN environments e ON e.id = s.environment_id WHERE e.gpu_name = :g AND s.dtype = :d AND s.m = :m "
-    "AND s.n = :n AND s.k = :k AND s.variant = :v ORDER BY s.ms, s.measurement_id LIMIT 1"
+    f"INSERT INTO gpu_best ({_GPU_BEST}) SELECT {_WINNER} FROM {_WINNER_FROM} WHERE r.id = ("
+    "SELECT s.measurement_id FROM shape_best s JOIN environments se ON se.id = s.environment_id "
+    "WHERE se.gpu_name = :g AND s.dtype = :d AND s.m = :m AND s.n = :n AND s.k = :k AND s.variant = :v "
+    "ORDER BY s.ms, s.measurement_id LIMIT 1)"
 )
 
 # sweep_counts: per sweep, its rows (those no later sweep rewrote; db.queries.sweeps). A write can move
@@ -124,9 +133,10 @@ _REBUILD = (
     "SELECT environment_id, dtype, m, n, k, variant, id, ms FROM (SELECT environment_id, dtype, m, n, k, "
     "variant, id, ms, ROW_NUMBER() OVER (PARTITION BY environment_id, dtype, m, n, k, variant "
     f"ORDER BY ms, id) AS rn FROM measurements WHERE {_OK}) x WHERE rn = 1",
-    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms) "
-    "SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms FROM (SELECT environment_id, "
-    f"dtype, m, n, k, block_m, block_n, {_SPLIT} AS is_split, id, ms, ROW_NUMBER() OVER (PARTITION BY "
+    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms, "
+    f"{_SPLIT_COPIED}) SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms, "
+    f"{_SPLIT_COPIED} FROM (SELECT environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} AS is_split, "
+    f"id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER (PARTITION BY "
     f"environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} ORDER BY ms, id) AS rn "
     f"FROM measurements WHERE {_OK} AND variant <> 'cublas') x WHERE rn = 1",
     f"INSERT INTO shape_stats ({_STATS_KEY}, {_STATS}) SELECT {_STATS_KEY}, {_MEASURED_STATS} "
@@ -138,11 +148,11 @@ _REBUILD = (
     f"FROM ({VIEWS_0002['grouping_effect']}) x",
     "INSERT INTO sweep_counts (sweep_id, n_rows, stale) SELECT sweep_id, COUNT(*), 0 FROM measurements "
     "WHERE sweep_id IS NOT NULL GROUP BY sweep_id",
-    "INSERT INTO gpu_best (gpu_name, dtype, m, n, k, variant, measurement_id, ms) "
-    "SELECT gpu_name, dtype, m, n, k, variant, measurement_id, ms FROM (SELECT e.gpu_name, s.dtype, s.m, "
-    "s.n, s.k, s.variant, s.measurement_id, s.ms, ROW_NUMBER() OVER (PARTITION BY e.gpu_name, s.dtype, "
-    "s.m, s.n, s.k, s.variant ORDER BY s.ms, s.measurement_id) AS rn FROM shape_best s "
-    "JOIN environments e ON e.id = s.environment_id) x WHERE rn = 1",
+    f"INSERT INTO gpu_best ({_GPU_BEST}) SELECT {_WINNER} FROM (SELECT s.measurement_id, ROW_NUMBER() OVER ("
+    "PARTITION BY e.gpu_name, s.dtype, s.m, s.n, s.k, s.variant ORDER BY s.ms, s.measurement_id) AS rn "
+    "FROM shape_best s JOIN environments e ON e.id = s.environment_id) x "
+    "JOIN measurements r ON r.id = x.measurement_id JOIN environments e ON e.id = r.environment_id "
+    "WHERE x.rn = 1",
 )
 TABLES = (
     "shape_best", "split_best", "shape_stats", "variant_stats", "grouping_best", "sweep_counts", "gpu_best",

@@ -31,7 +31,7 @@ EXTRA_VERSIONS = Path(__file__).with_name("migrations")
 def test_empty_database_is_created_at_head(target: str) -> None:
     engine = make_engine(target)
     schema.ensure_current(engine)
-    assert schema.current(engine) == schema.head() == "0004"
+    assert schema.current(engine) == schema.head() == "0005"
     insp = inspect(engine)
     assert {"environments", "sweeps", "measurements"} <= set(insp.get_table_names())
     assert set(VIEW_NAMES) <= set(insp.get_view_names())
@@ -56,14 +56,14 @@ def test_empty_database_not_created_when_not_asked(target: str) -> None:
 
 
 def test_older_revision_says_how_to_upgrade(engine: Engine) -> None:
-    """Code that knows a revision 0005 meets a database at 0004."""
+    """Code that knows a revision 0006 meets a database at 0005."""
     newer_code = schema.alembic_config(extra_version_locations=[EXTRA_VERSIONS])
     with pytest.raises(DatabaseError) as err:
         schema.ensure_current(engine, create=False, cfg=newer_code)
     msg = str(err.value)
-    assert "at schema revision 0004, this code expects 0005" in msg
+    assert "at schema revision 0005, this code expects 0006" in msg
     assert f"`farm db upgrade --db {describe(engine)}`" in msg
-    assert schema.current(engine) == "0004"  # refused, not upgraded behind the user's back
+    assert schema.current(engine) == "0005"  # refused, not upgraded behind the user's back
 
 
 def test_newer_revision_is_refused(engine: Engine) -> None:
@@ -387,7 +387,7 @@ def test_two_processes_create_one_database_at_once(target: str) -> None:
 
     assert run_together(3, open_it)[1] == []
     engine = make_engine(target)
-    assert schema.current(engine) == "0004"
+    assert schema.current(engine) == "0005"
     engine.dispose()
 
 

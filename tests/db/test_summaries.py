@@ -15,9 +15,10 @@ from samples import H200_NODE2
 from sqlalchemy import Connection, Engine, MetaData, inspect, text
 from sqlalchemy.orm import Session
 
-from db import queries, schema
+from db import queries, schema, summaries
 from db.engine import make_engine
 from db.merge import merge
+from db.models import GPU_BEST_COPIED
 from db.views import VIEWS_0002
 from db.writes import environment_id, start_sweep
 
@@ -200,6 +201,61 @@ def test_best_row_remeasured_slower_or_wrong_gives_way(engine: Engine) -> None:
         assert_views_match_0002(conn)
 
 
+def test_best_configs_copies_follow_ties_gpus_and_rewritten_winners(engine: Engine) -> None:
+    """gpu_best's copy of each winning row (revision 0005) against the window pass over every row: ties in
+    ms within an environment and across the two H200 hosts go to the lower id, the A100 is ranked
+    apart, and a winner re-measured at the same ms with other columns changed is copied again."""
+    with Session(engine) as session:
+        sweep = start_sweep(session, name="later", spec={}, command="", n_points=1)
+        session.commit()
+    tie = [rec("tiled", SHAPES[0], block=b, ms=0.5, tflops=float(i)) for i, b in enumerate(BLOCKS)]
+    store(engine, tie[:2])  # the first is the winner: same ms, lower id
+    store(engine, tie[2:], env=H200_NODE2)  # ties with it from the other H200 host, a later id
+    store(engine, [rec("tiled", SHAPES[0], ms=0.5, tflops=9.0), rec("cublas", SHAPES[1], ms=0.25)], env=A100)
+    store(engine, [rec("tiled", SHAPES[1], ms=0.75), rec("tiled", SHAPES[1], block=BLOCKS[1], ms=0.7)])
+
+    def best_rows() -> pd.DataFrame:
+        with engine.connect() as conn:
+            got = read(conn, "SELECT * FROM best_configs", "best_configs")
+            want = read(conn, f"SELECT * FROM ({VIEWS_0002['best_configs']}) x", "best_configs")
+        pd.testing.assert_frame_equal(got, want, obj="best_configs")
+        return got.set_index(["gpu_name", "m", "variant"])
+
+    first = best_rows()
+    assert len(first) == 4 and first.loc[(H200.gpu_name, SHAPES[0][0], "tiled")].tflops == 0.0
+    assert first.loc[(A100.gpu_name, SHAPES[0][0], "tiled")].tflops == 9.0
+    assert first.loc[(H200.gpu_name, SHAPES[1][0], "tiled")].ms == 0.7
+
+    # The winner again, same ms, from a later sweep and with other numbers: the copy follows.
+    store(
+        engine, [rec("tiled", SHAPES[0], block=BLOCKS[0], ms=0.5, tflops=7.0, rel_err=0.002)], sweep_id=sweep
+    )
+    again = best_rows().loc[(H200.gpu_name, SHAPES[0][0], "tiled")]
+    assert (again.id, again.tflops, again.rel_err, again.sweep_id) == (
+        first.loc[(H200.gpu_name, SHAPES[0][0], "tiled")].id,
+        7.0,
+        0.002,
+        sweep,
+    )
+    store(engine, [rec("tiled", SHAPES[0], block=BLOCKS[0], status="wrong", ms=0.5)])  # now the next tie
+    assert best_rows().loc[(H200.gpu_name, SHAPES[0][0], "tiled")].tflops == 1.0
+
+
+def test_rebuild_after_a_bulk_load_gives_what_the_writers_keep(engine: Engine) -> None:
+    """db.summaries.rebuild (bench/db_views.py's fill, which inserts around db.writes) refills every
+    summary: the views and queries match the passes over every row, on both backends."""
+    rng = random.Random(5)
+    for env in (H200, H200_NODE2, A100):
+        store(engine, [random_point(rng) for _ in range(60)], env=env)
+    with engine.begin() as conn:
+        for name in summaries.TABLES:
+            conn.execute(text(f"DELETE FROM {name}"))
+        summaries.rebuild(conn)
+    assert all(count(engine, name) for name in ("shape_best", "split_best", "gpu_best", "variant_stats"))
+    with engine.connect() as conn:
+        assert_views_match_0002(conn)
+
+
 def test_sweep_counts_follow_points_that_a_later_sweep_rewrites(engine: Engine) -> None:
     """A point re-measured by a later sweep (same code version) leaves the sweep that measured it first."""
     with Session(engine) as session:
@@ -249,7 +305,19 @@ def tables_and_indexes(engine: Engine) -> set[str]:
     return {*found.get_table_names(), *(i["name"] for i in found.get_indexes("measurements"))}
 
 
-def test_revisions_0003_and_0004_backfill_on_upgrade_and_drop_on_downgrade(target: str) -> None:
+def columns_of(engine: Engine, table: str) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns(table)}
+
+
+def gpu_best_columns(engine: Engine) -> set[str]:
+    return columns_of(engine, "gpu_best")
+
+
+def grouping_best_indexes(engine: Engine) -> set[str]:
+    return {i["name"] for i in inspect(engine).get_indexes("grouping_best")}
+
+
+def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target: str) -> None:
     engine = make_engine(target)
     schema.upgrade(engine, "0002")
     rng = random.Random(7)
@@ -262,14 +330,29 @@ def test_revisions_0003_and_0004_backfill_on_upgrade_and_drop_on_downgrade(targe
     before = view_frames(engine)
     assert all(len(f) for f in before.values())
 
-    schema.upgrade(engine, "head")
-    assert schema.current(engine) == "0004"
+    schema.upgrade(engine, "0004")
     assert count(engine, "shape_best") > 0 and count(engine, "split_best") > 0
     assert min(count(engine, t) for t in SUMMARIES_0004) > 0
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
     with engine.connect() as conn:
         assert_views_match_0002(conn)
+
+    schema.upgrade(engine, "head")  # 0005: gpu_best rebuilt with the winning rows' columns
+    assert schema.current(engine) == "0005"
+    assert gpu_best_columns(engine) >= set(GPU_BEST_COPIED)
+    assert "ix_grouping_best_rows" in grouping_best_indexes(engine)
+    assert {"split_k", "variant", "tiles", "tiles_per_sm"} <= columns_of(engine, "split_best")
+    for name, frame in view_frames(engine).items():
+        pd.testing.assert_frame_equal(frame, before[name], obj=name)
+    with engine.connect() as conn:
+        assert_views_match_0002(conn)
+    schema.downgrade(engine, "0004")  # 0004's narrow gpu_best and best_configs again
+    assert gpu_best_columns(engine) == {"gpu_name", "dtype", "m", "n", "k", "variant", "measurement_id", "ms"}
+    assert "ix_grouping_best_rows" not in grouping_best_indexes(engine)
+    assert "split_k" not in columns_of(engine, "split_best")
+    for name, frame in view_frames(engine).items():
+        pd.testing.assert_frame_equal(frame, before[name], obj=name)
 
     schema.downgrade(engine, "0003")  # 0003's grouping_effect again, the 0004 tables and indexes gone
     assert (SUMMARIES_0004 | INDEXES_0004).isdisjoint(tables_and_indexes(engine))

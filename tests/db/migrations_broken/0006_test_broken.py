@@ -1,12 +1,12 @@
-"""Test-only revision that fails half way: the upgrade must leave the database at 0004, unchanged."""
+"""Test-only revision that fails half way: the upgrade must leave the database at 0005, unchanged."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

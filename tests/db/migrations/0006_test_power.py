@@ -1,4 +1,4 @@
-"""Test-only revision 0005: what a real later revision looks like (tests/db/test_migrations.py).
+"""Test-only revision 0006: what a real later revision looks like (tests/db/test_migrations.py).
 
 Adds a measurement column and an index. SQLite rebuilds a table to drop a column and checks the
 views on rename, so the views are dropped first and recreated after, as a real revision must.
@@ -9,21 +9,21 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from db.views import VIEWS_0004
+from db.views import VIEWS_0005
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
 
 def _drop_views() -> None:
-    for name in reversed(VIEWS_0004):
+    for name in reversed(VIEWS_0005):
         op.execute(f"DROP VIEW {name}")
 
 
 def _create_views() -> None:
-    for name, select in VIEWS_0004.items():
+    for name, select in VIEWS_0005.items():
         op.execute(f"CREATE VIEW {name} AS {select}")
 
 
