@@ -43,7 +43,7 @@ from sqlalchemy.sql.expression import TableClause
 from db.errors import DatabaseError
 from db.models import Environment, Measurement, Sweep, SweepCount, VariantStats
 from db.records import POWER_LIMIT_EXCESS, Backend
-from db.views import COLUMN_KINDS, VIEW_COLUMNS, VIEW_NAMES
+from db.views import COLUMN_KINDS, STREAM_K, VIEW_COLUMNS, VIEW_NAMES
 
 Filter = str | int | Sequence[str] | Sequence[int] | None
 Shape = tuple[int, int, int]
@@ -553,10 +553,6 @@ def iter_view(conn: Connection, name: str, *, chunk_rows: int = 50_000) -> Itera
 # tiled-grid variant with split_k = 1 (not the library, which has no blocks, and not stream-K, which
 # splits K its own way and is reported beside split-K, not as its baseline).
 SPLITK_KINDS = ("unsplit", "split", "streamk")
-# Stream-K variants: `streamk_hybrid` runs its full waves data-parallel and splits K only for the
-# last partial wave, so it is a stream-K schedule too (on the H200's splitk preset it was the
-# "unsplit" winner at 768x1024x32768 before it was counted here).
-STREAM_K = ("streamk", "streamk_hybrid")
 _KIND_COLUMNS = (
     "id", "variant", "config_key", "block_m", "block_n", "block_k", "split_k", "ms", "ms_p20", "ms_p80",
     "tiles_per_sm", "sm_clock_mhz", "throttled",

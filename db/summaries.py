@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, text
 
 from db.models import GPU_BEST_COPIED, GPU_BEST_KEY
-from db.views import VIEWS_0002
+from db.views import NOT_SPLIT_K_BASELINE, VIEWS_0002
 
 # (dtype, m, n, k, variant): one shape_best group of an environment.
 Group = tuple[str, int, int, int, str]
@@ -41,8 +41,9 @@ _FILL_SHAPE_BEST = text(
     f"WHERE {_SHAPE} AND variant = :v AND {_OK} ORDER BY ms, id LIMIT 1"
 )
 _DELETE_SPLIT_BEST = text(f"DELETE FROM split_best WHERE {_SHAPE}")
-# is_split 1 for any split_k but 1, as the view it replaces pairs split_k = 1 against all others. The
-# variants come from shape_best (refreshed first): those with an ok row of the shape.
+# is_split 1 for any split_k but 1, as the view it replaces pairs split_k = 1 against all others; neither
+# cuBLAS nor stream-K (db.views.SPLITK_OVER_ROWS says why). The variants come from shape_best (refreshed
+# first): those with an ok row of the shape.
 _SPLIT_COPIED = "split_k, variant, tiles, tiles_per_sm"  # revision 0005: what splitk_speedup shows
 _FILL_SPLIT_BEST = text(
     "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms, "
@@ -51,7 +52,8 @@ _FILL_SPLIT_BEST = text(
     f"CASE WHEN split_k = 1 THEN 0 ELSE 1 END AS is_split, id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER ("
     "PARTITION BY block_m, block_n, CASE WHEN split_k = 1 THEN 0 ELSE 1 END ORDER BY ms, id) AS rn "
     f"FROM measurements WHERE {_SHAPE} AND {_OK} AND variant IN "
-    f"(SELECT variant FROM shape_best WHERE {_SHAPE} AND variant <> 'cublas')) x WHERE rn = 1"
+    f"(SELECT variant FROM shape_best WHERE {_SHAPE} AND variant NOT IN ({NOT_SPLIT_K_BASELINE}))) x "
+    "WHERE rn = 1"
 )
 
 # ---- revision 0004 ----
@@ -138,7 +140,7 @@ _REBUILD = (
     f"{_SPLIT_COPIED} FROM (SELECT environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} AS is_split, "
     f"id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER (PARTITION BY "
     f"environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} ORDER BY ms, id) AS rn "
-    f"FROM measurements WHERE {_OK} AND variant <> 'cublas') x WHERE rn = 1",
+    f"FROM measurements WHERE {_OK} AND variant NOT IN ({NOT_SPLIT_K_BASELINE})) x WHERE rn = 1",
     f"INSERT INTO shape_stats ({_STATS_KEY}, {_STATS}) SELECT {_STATS_KEY}, {_MEASURED_STATS} "
     f"FROM measurements GROUP BY {_STATS_KEY}",
     f"INSERT INTO variant_stats ({_VARIANT_KEY}, m_min, m_max, n_min, n_max, k_min, k_max, {_STATS}) "

@@ -330,6 +330,28 @@ VIEWS_0004: dict[str, str] = {
 
 
 # ---- revision 0005: best_configs reads gpu_best alone ----
+# Variants that split K their own way and store split_k = 1: not an unsplit baseline for split-K.
+# `streamk_hybrid` runs its full waves data-parallel and splits K only for the last partial wave, so
+# it is a stream-K schedule too (on the H200's splitk preset it was the "unsplit" winner at
+# 768x1024x32768 before db.queries.splitk_best counted it here).
+STREAM_K = ("streamk", "streamk_hybrid")
+NOT_SPLIT_K_BASELINE = ", ".join(f"'{v}'" for v in ("cublas", *STREAM_K))
+# What splitk_speedup means, over every row (tests/db/test_summaries.py holds the view to it): per
+# block shape, the best split_k = 1 row of a variant that does not split K against the best split row.
+SPLITK_OVER_ROWS = (
+    f"SELECT {_cols(_SPLIT_KEY, 'p')}, u.tiles, u.sm_count, u.tiles_per_sm, u.ms AS unsplit_ms, "
+    "u.variant AS unsplit_variant, p.ms AS split_ms, p.split_k AS best_split_k, "
+    "p.variant AS best_split_variant, u.ms / NULLIF(p.ms, 0) AS speedup FROM ("
+    + _pairs(
+        _SPLIT_KEY,
+        "split_k = 1",
+        (*_SPLIT_KEY, "split_k", "variant", "ms"),
+        f"variant NOT IN ({NOT_SPLIT_K_BASELINE})",
+    )
+    + ") p JOIN results u ON u.id = p.base_id WHERE p.split_k > 1 AND p.base_id > 0"
+)
+
+
 # gpu_best keeps a copy of the winning row (db.models GPU_BEST_COPIED): the environment's columns come
 # from the few rows of environments, no measurement is fetched by id.
 def _best_column(name: str) -> str:
@@ -365,7 +387,9 @@ _SPLITK_0005 = (
 )
 
 # Revision 0005's views, in creation order: 0004's, with best_configs reading gpu_best's copies and
-# splitk_speedup split_best's.
+# splitk_speedup split_best's. From 0005 split_best leaves the stream-K variants out (db.summaries):
+# they store split_k = 1 but split K themselves, so "best unsplit" had been stream-K on every one of the
+# demo's 12 split-K shapes below one tile per SM (its speedups 0.99-1.55 against 4.38-6.91 over tiled).
 VIEWS_0005: dict[str, str] = {
     **VIEWS_0004,
     "best_configs": _BEST_CONFIGS_0005,

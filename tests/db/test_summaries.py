@@ -19,7 +19,7 @@ from db import queries, schema, summaries
 from db.engine import make_engine
 from db.merge import merge
 from db.models import GPU_BEST_COPIED
-from db.views import VIEWS_0002
+from db.views import SPLITK_OVER_ROWS, VIEWS_0002
 from db.writes import environment_id, start_sweep
 
 # The rows that identify each view's row (its other columns follow from them).
@@ -44,13 +44,16 @@ def read(conn: Connection, sql: str, name: str) -> pd.DataFrame:
     return df.sort_values(KEYS[name]).reset_index(drop=True)
 
 
-def assert_views_match_0002(conn: Connection) -> dict[str, int]:
-    """Each summary-backed view equals revision 0002's SQL over every row, and each summary-backed
-    query equals its SQL of revision 0003 over every row; returns the views' row counts."""
+def assert_views_match_0002(conn: Connection, revision: str = "head") -> dict[str, int]:
+    """Each summary-backed view equals revision 0002's SQL over every row (splitk_speedup: from 0005
+    without stream-K as the unsplit side, SPLITK_OVER_ROWS), and each summary-backed query equals its
+    SQL of revision 0003 over every row; returns the views' row counts."""
     sizes = {}
     for name in KEYS:
         got = read(conn, f"SELECT * FROM {name}", name)
-        want = read(conn, f"SELECT * FROM ({VIEWS_0002[name]}) x", name)
+        from_0005 = name == "splitk_speedup" and revision not in ("0003", "0004")
+        reference = SPLITK_OVER_ROWS if from_0005 else VIEWS_0002[name]
+        want = read(conn, f"SELECT * FROM ({reference}) x", name)
         pd.testing.assert_frame_equal(got, want, check_dtype=False, obj=name)
         sizes[name] = len(want)
     assert_queries_match_scans(conn)
@@ -134,7 +137,8 @@ def assert_queries_match_scans(conn: Connection) -> None:
 
 def random_point(rng: random.Random):
     """A record of a random point: a few shapes, dtypes, variants and configs, any status, few times."""
-    variant = rng.choice(["tiled", "grouped", "splitk", "splitk_det", "cublas"])
+    # streamk_hybrid: split_k = 1, but no unsplit baseline of splitk_speedup (SPLITK_OVER_ROWS)
+    variant = rng.choice(["tiled", "grouped", "splitk", "splitk_det", "streamk_hybrid", "cublas"])
     status = rng.choices(["ok", "wrong", "compile_error"], [70, 15, 15])[0]
     checked = status != "compile_error"
     return rec(
@@ -174,6 +178,19 @@ def test_views_equal_0002_after_random_writes(engine: Engine, seed: int) -> None
 def best(engine: Engine) -> pd.DataFrame:
     with engine.connect() as conn:
         return queries.best_configs(conn, gpu_name=H200.gpu_name, dtype="bfloat16", shape=SHAPES[0])
+
+
+def test_splitk_speedup_pairs_split_rows_with_unsplit_rows_not_stream_k(engine: Engine) -> None:
+    """streamk_hybrid stores split_k = 1 but splits K itself: a stream-K row faster than every tiled
+    row of the block shape is not the baseline (the demo's splitk preset: it had been, on all 12 shapes
+    below one tile per SM), and the view's columns come from the tiled row."""
+    tiled = rec("grouped", SHAPES[0], ms=2.0)
+    streamk = rec("streamk_hybrid", SHAPES[0], ms=0.75)
+    split = rec("splitk", SHAPES[0], split_k=4, ms=0.5)
+    store(engine, [tiled, streamk, split])
+    with engine.connect() as conn:
+        (row,) = queries.splitk_speedup(conn).itertuples()
+    assert (row.unsplit_variant, row.unsplit_ms, row.best_split_k, row.speedup) == ("grouped", 2.0, 4, 4.0)
 
 
 def test_best_row_remeasured_slower_or_wrong_gives_way(engine: Engine) -> None:
@@ -336,15 +353,19 @@ def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target
     for name, frame in view_frames(engine).items():
         pd.testing.assert_frame_equal(frame, before[name], obj=name)
     with engine.connect() as conn:
-        assert_views_match_0002(conn)
+        assert_views_match_0002(conn, "0004")
 
     schema.upgrade(engine, "head")  # 0005: gpu_best rebuilt with the winning rows' columns
     assert schema.current(engine) == "0005"
     assert gpu_best_columns(engine) >= set(GPU_BEST_COPIED)
     assert "ix_grouping_best_rows" in grouping_best_indexes(engine)
     assert {"split_k", "variant", "tiles", "tiles_per_sm"} <= columns_of(engine, "split_best")
-    for name, frame in view_frames(engine).items():
-        pd.testing.assert_frame_equal(frame, before[name], obj=name)
+    after = view_frames(engine)
+    for name, frame in after.items():
+        if name != "splitk_speedup":  # stream-K no longer its unsplit side: checked just below
+            pd.testing.assert_frame_equal(frame, before[name], obj=name)
+    assert "streamk_hybrid" in set(before["splitk_speedup"].unsplit_variant)
+    assert "streamk_hybrid" not in set(after["splitk_speedup"].unsplit_variant)
     with engine.connect() as conn:
         assert_views_match_0002(conn)
     schema.downgrade(engine, "0004")  # 0004's narrow gpu_best and best_configs again
@@ -403,11 +424,11 @@ def test_done_keys_scoped_to_a_sweep(engine: Engine) -> None:
 def test_merge_keeps_the_summaries(engine: Engine, target: str, tmp_path) -> None:
     """farm db merge writes measurements around db.writes' upsert: it refreshes what it touched."""
     rng = random.Random(11)
-    store(engine, [random_point(rng) for _ in range(60)])
+    store(engine, [random_point(rng) for _ in range(90)])
     source = make_engine(str(tmp_path / "other.db"))
     schema.ensure_current(source)
     for env in (H200, A100):  # the H200's points overlap, some faster, some turned wrong
-        store(source, [random_point(rng) for _ in range(60)], env=env)
+        store(source, [random_point(rng) for _ in range(90)], env=env)
     source.dispose()
     merge([str(tmp_path / "other.db")], into=target)
     with engine.connect() as conn:

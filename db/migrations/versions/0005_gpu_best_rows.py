@@ -20,8 +20,10 @@ scan and sort on PostgreSQL (0.19 s of SQL); ix_grouping_best_rows holds every c
 order (key first), which an index-only scan reads in 0.02-0.03 s.
 
 splitk_speedup (0.38-0.6 s) fetched the two rows of each pair by id (36k primary-key lookups into
-measurements); split_best now keeps the columns it shows (split_k, variant, tiles, tiles_per_sm),
-filled here from the rows it points at; a downgrade drops them and the index.
+measurements); split_best now keeps the columns it shows (split_k, variant, tiles, tiles_per_sm), and
+leaves stream-K out of the unsplit side (it splits K its own way and stores split_k = 1: below one tile
+per SM it had been every shape's "unsplit" baseline). Refilled here from every measurement; a
+downgrade drops the columns and the index and refills it as revision 0004 kept it.
 """
 
 from __future__ import annotations
@@ -80,10 +82,26 @@ SPLIT_COPIED = (
     sa.Column("tiles", sa.Integer(), nullable=True),
     sa.Column("tiles_per_sm", sa.Float(53), nullable=True),
 )
-_FILL_SPLIT = (
-    "UPDATE split_best SET split_k = r.split_k, variant = r.variant, tiles = r.tiles, "
-    "tiles_per_sm = r.tiles_per_sm FROM measurements r WHERE r.id = split_best.measurement_id"
-)
+_SPLIT_ROWS = "environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms"
+
+
+def _refill_split(copied: str, excluded: str) -> str:
+    """split_best from every measurement (revision 0003's backfill, frozen here), with `copied`
+    columns of the row and without the `excluded` variants."""
+    split = "CASE WHEN split_k = 1 THEN 0 ELSE 1 END"
+    return (
+        f"INSERT INTO split_best ({_SPLIT_ROWS}{copied and ', ' + copied}) SELECT environment_id, dtype, "
+        f"m, n, k, block_m, block_n, is_split, id, ms{copied and ', ' + copied} FROM (SELECT environment_id, "
+        f"dtype, m, n, k, block_m, block_n, {split} AS is_split, id, ms{copied and ', ' + copied}, "
+        f"ROW_NUMBER() OVER (PARTITION BY environment_id, dtype, m, n, k, block_m, block_n, {split} "
+        f"ORDER BY ms, id) AS rn FROM measurements WHERE status = 'ok' AND ms IS NOT NULL "
+        f"AND variant NOT IN ({excluded})) x WHERE rn = 1"
+    )
+
+
+# From this revision stream-K is no unsplit baseline either (db.views.SPLITK_OVER_ROWS): refilled.
+_FILL_SPLIT = _refill_split("split_k, variant, tiles, tiles_per_sm", "'cublas', 'streamk', 'streamk_hybrid'")
+_FILL_SPLIT_0004 = _refill_split("", "'cublas'")
 CHANGED_VIEWS = ("best_configs", "splitk_speedup")
 
 
@@ -99,6 +117,7 @@ def upgrade() -> None:
     op.execute(_fill([c["name"] for c in copied]))
     for column in SPLIT_COPIED:  # nullable until filled (SQLite adds no NOT NULL column without default)
         op.add_column("split_best", sa.Column(column.name, column.type, nullable=True))
+    op.execute("DELETE FROM split_best")
     op.execute(_FILL_SPLIT)
     with op.batch_alter_table("split_best") as batch:
         for column in SPLIT_COPIED:
@@ -119,5 +138,7 @@ def downgrade() -> None:
     with op.batch_alter_table("split_best") as batch:
         for column in SPLIT_COPIED:
             batch.drop_column(column.name)
+    op.execute("DELETE FROM split_best")
+    op.execute(_FILL_SPLIT_0004)
     for name in CHANGED_VIEWS:
         op.execute(f"CREATE VIEW {name} AS {VIEWS_0004[name]}")
