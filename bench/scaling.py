@@ -17,6 +17,7 @@ import argparse
 import csv
 import os
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -80,7 +81,16 @@ def run(source: list[str], gpus: int, folder: Path, timeout_s: float | None = No
     command = [sys.executable, str(REPO / "farm" / "sweep.py"), *source, "--db", str(db)]
     command += ["--workers", str(gpus), "--no-progress"]
     start, wall_start = time.monotonic(), datetime.now(UTC)
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, timeout=timeout_s)
+    # its own process group: a run stopped at timeout_s takes its local Ray down with it
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        returncode = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    if returncode:
+        raise subprocess.CalledProcessError(returncode, command)
     command_s = time.monotonic() - start
     points, loop_s, uuids, first = _sweep_row(db)
     first_point_s = (first - wall_start).total_seconds()
@@ -106,9 +116,7 @@ def main() -> None:
     parser.add_argument("--csv", default="docs/bench/scaling.csv")
     parser.add_argument("--keep", metavar="DIR", help="copy each run's results database here")
     parser.add_argument("--timeout-s", type=float, help="stop a run (and the bench) after this long")
-    parser.add_argument(
-        "--regime", choices=["steady", "interleaved", "rest"], help="override the spec's timing regime"
-    )
+    parser.add_argument("--regime", help="override the spec's timing regime (farm sweep checks the name)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="scaling-"))
     spec_path = Path(args.spec) if args.spec else REPO / "farm" / "presets" / f"{args.preset}.yaml"
@@ -122,7 +130,7 @@ def main() -> None:
     rows, base, base_times = [], None, None
     for gpus in args.gpus:
         try:
-            result = run(source_args, gpus, folder)
+            result = run(source_args, gpus, folder, args.timeout_s)
         except subprocess.CalledProcessError as exc:
             print(f"{gpus} GPUs: the sweep exited {exc.returncode}; stopping")
             break
