@@ -1,6 +1,7 @@
 """Multi-GPU scaling on one host: the same sweep on 1, 2, 4 (8) GPUs, each run a whole command.
 
     python bench/scaling.py --preset splitk --gpus 1 2 4 8 --csv $OUT/scaling.csv
+    python bench/scaling.py --spec bench/streamk.yaml --regime interleaved --gpus 1 2 --timeout-s 300
 
 Each run is `python farm/sweep.py --workers N` in a fresh process, into a fresh database, from an
 empty Triton cache (a cache an earlier run filled made 2 GPUs look "1.5x efficient"). Columns:
@@ -8,7 +9,9 @@ loop_s is the sweep loop (the sweep row's started_at to finished_at: workers up,
 stored), command_s the whole command (Python and Ray start-up included); efficiency is
 rate(N) / (N * rate(1)) of each. Also printed: the distinct GPU UUIDs in the rows (one actor per
 GPU) and the median |t_N / t_1 - 1| of the points both runs measured (equal within noise).
-NVLink multicast stays off.
+NVLink multicast stays off. --regime runs the same grid under another timing regime (a copy of the
+spec with timing.regime set; the CSV's `regime` column says which); --timeout-s stops a run, its
+local Ray included, and the bench after it, keeping the rows written so far.
 """
 
 from __future__ import annotations
