@@ -140,12 +140,12 @@ def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
     print(f"  {'variant':14s} {'points':>7s} {'pruned':>7s}")
     for name in spec.variants:
         print(f"  {name:14s} {per_variant[name]:7d} {pruned[name]:7d}")
-    # Start-up measured on an H200 host (docs/perf-notes.md, visit 20): 27.6 s from the command to a
-    # one-point sweep's record, 6 s of it a local Ray head (joining a running one takes 0.1 s); the
-    # torch-free driver (session 4) took 2.4 s off that on the CPU VM, not measured on a GPU yet.
+    # Start-up measured on an H200 host (docs/perf-notes.md, visit 23, the torch-free driver): 21.0 s
+    # from the command to a one-point sweep's record (visit 20: 27.6 s), 5.8 s of it starting a local
+    # Ray (joining a running one takes 0.1 s).
     print(
         f"estimated GPU time: {seconds / 60:.1f} min on one H100-class GPU "
-        f"({seconds / 60 / 8:.1f} min on 8), plus up to 30 s of start-up "
+        f"({seconds / 60 / 8:.1f} min on 8), plus about 20 s of start-up "
         "(less when a Ray is already running: `ray start --head`)"
     )
 
