@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
 
-from bench.ports import free_port
+from bench.ports import free_port, stop_group
 from dashboard.common import DEFAULT_PAGE, PAGES  # noqa: F401  (PAGES: for the callers)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,12 +84,7 @@ def serve_command(cmd: list[str], port: int, log: Path, env: dict[str, str] | No
             time.sleep(0.3)
         yield base
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, 15)
 
 
 @contextmanager

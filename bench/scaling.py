@@ -20,7 +20,6 @@ import argparse
 import csv
 import os
 import shutil
-import signal
 import sqlite3
 import statistics
 import subprocess
@@ -33,6 +32,10 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+
+from bench.ports import stop_group  # noqa: E402
+
 COLUMNS = [
     "gpus",
     "points",
@@ -89,8 +92,7 @@ def run(source: list[str], gpus: int, folder: Path, timeout_s: float | None = No
     try:
         returncode = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        stop_group(proc, 0)
         raise
     if returncode:
         raise subprocess.CalledProcessError(returncode, command)

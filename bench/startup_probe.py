@@ -28,8 +28,6 @@ import logging  # noqa: E402
 import os  # noqa: E402
 import secrets  # noqa: E402
 import shutil  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
 import sqlite3  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -148,12 +146,6 @@ def phases(spec_path: str, gpus: int) -> None:
     ray.shutdown()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def first_point(spec_path: str, folder: Path, env: dict, db: Path | None = None) -> tuple[float, float]:
     """(command start to first stored point, whole command) of one `farm sweep`, in seconds; the
     Triton cache is the folder's (empty the first time: the kernel compiles)."""
@@ -174,6 +166,8 @@ def first_point(spec_path: str, folder: Path, env: dict, db: Path | None = None)
 
 
 def commands(spec_path: str, gpus: int, folder: Path) -> None:
+    from bench.ports import free_port, stop_group  # the checkout is on sys.path by now (main)
+
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     # RAY_TMPDIR of its own: no head running on this node is found, the command starts its Ray.
     own_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # socket paths stay under 108 bytes
@@ -193,7 +187,7 @@ def commands(spec_path: str, gpus: int, folder: Path) -> None:
         "RAY_AUTH_TOKEN_PATH": str(token),
         "RAY_TMPDIR": str(temp_dir),
     }
-    port = _free_port()
+    port = free_port()
     ray_cli = Path(sys.executable).parent / "ray"  # a venv's console script; else Ray's module
     ray_cli = [str(ray_cli)] if ray_cli.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
     head = [*ray_cli, "start", "--head", "--block", f"--port={port}", "--include-dashboard=false"]
@@ -217,13 +211,7 @@ def commands(spec_path: str, gpus: int, folder: Path) -> None:
             ROWS.append((f"farm sweep joining the head, {cache} Triton cache: whole command", total))
             print(f"joined head, {cache} cache: first point {first:.2f} s, command {total:.2f} s", flush=True)
     finally:
-        # The head's graceful stop takes long; SIGTERM its process group, then SIGKILL after 5 s.
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        stop_group(proc, 5)  # the head's graceful stop takes long
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 

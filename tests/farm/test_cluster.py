@@ -1,11 +1,8 @@
 """The farm as Ray users launch it: `ray job submit` against a real `ray start --head`, and one
 worker per (logical) GPU with the work spread across them."""
 
-import os
 import secrets
 import shutil
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,22 +13,17 @@ from pathlib import Path
 import pytest
 from farmkit import REPO, TINY_POINTS, measurements, subprocess_env, write_spec
 
+from bench.ports import free_port, stop_group
 from farm.driver import Driver, SweepOptions
 from farm.spec import load_spec
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def ray_head():
     """`ray start --head` with 2 logical GPUs and the Jobs server; stopped with its process group."""
-    port, dashboard = _free_port(), _free_port()
+    port, dashboard = free_port(), free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
     # Token authentication on, as on a real cluster: the head and every client share the secret.
     token = Path(temp_dir) / "auth_token"
@@ -74,13 +66,7 @@ def ray_head():
         raise AssertionError("the Ray head did not come up")
     yield address, env
     # A throwaway head: its graceful shutdown took 33 s a test here, a third of this file's time.
-    # SIGTERM, then the whole process group (raylet, GCS, dashboard, workers) after 5 s.
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    stop_group(proc, 5)
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
