@@ -80,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from farm import cluster
+    from farm.options import SweepOptions
     from farm.plan import check_variants, estimate_gpu_seconds, expand
     from farm.plugins import load_plugin
     from farm.spec import load_spec
@@ -99,21 +99,6 @@ def handle(args: argparse.Namespace) -> int:
         )
         return 0
     check_variants(spec)  # before anything starts
-    # Ray and the workers first, before the driver imports its database modules (1.5-1.9 s on the
-    # 2-core VM: SQLAlchemy's ORM, pandas, Alembic): the workers take longer to come up (import
-    # torch, open the GPU: 4.3 s on an H200 host) and the driver's set-up hides behind them.
-    launched = cluster.launch(
-        args.address,
-        args.workers,
-        plugin_sources,
-        backend=args.backend,
-        compile_threads=args.compile_threads,
-    )
-    try:
-        from farm.driver import SweepOptions, run_sweep
-    except BaseException:
-        launched.stop()
-        raise
     options = SweepOptions(
         db=args.db,
         plugins=args.plugin,
@@ -125,6 +110,15 @@ def handle(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed,
         progress=not args.no_progress,
     )
+    # Ray and the workers first, before the driver imports its database modules (1.5-1.9 s on the
+    # 2-core VM: SQLAlchemy's ORM, pandas, Alembic): the workers take longer to come up (import
+    # torch, open the GPU: 4.3 s on an H200 host) and the driver's set-up hides behind them.
+    launched = options.launch(plugin_sources)
+    try:
+        from farm.driver import run_sweep
+    except BaseException:
+        launched.stop()
+        raise
     command = mask_passwords(shlex.join(sys.argv))  # stored with the sweep: no passwords
     result = run_sweep(spec, options, command, launched)  # stops the workers and the Ray it started
     print_summary(result, display_target(args.db))

@@ -13,7 +13,7 @@ import collections
 import logging
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
@@ -24,6 +24,7 @@ from db.schema import ensure_current
 from db.writes import environment_id
 from farm import cluster
 from farm.faults import Fault, FaultPolicy, InFlight, failure_record, progress_deadline
+from farm.options import SweepOptions
 from farm.plan import Batch, Point, code_versions, expand, make_batches, pending
 from farm.plugins import load_plugin
 from farm.sink import FLUSH_EVERY_S, ResultSink
@@ -35,21 +36,6 @@ log = logging.getLogger("farm")
 
 # With work queued and every worker restarting (a lost node, a GPU reset), wait this long for one.
 RECOVERY_WAIT_S = 600.0
-
-
-@dataclass
-class SweepOptions:
-    db: str
-    plugins: list[str] = field(default_factory=list)
-    address: str | None = None
-    backend: str = "auto"
-    workers: int | None = None  # local run without a GPU: number of logical GPUs (workers)
-    point_timeout_s: float = 60.0  # the floor of every deadline
-    compile_threads: int = 8
-    inflight_per_worker: int = cluster.INFLIGHT_PER_WORKER
-    max_restarts: int = cluster.MAX_RESTARTS
-    retry_failed: bool = False
-    progress: bool = True
 
 
 @dataclass
@@ -94,16 +80,7 @@ class Driver:
             # Validates variants before anything is started or written.
             self.plan = (DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
             # Ray first: an unreachable cluster is an error before the database file is created.
-            o = self.options
-            launched = cluster.launch(
-                o.address,
-                o.workers,
-                plugin_sources,
-                backend=o.backend,
-                compile_threads=o.compile_threads,
-                max_restarts=o.max_restarts,
-                inflight_per_worker=o.inflight_per_worker,
-            )
+            launched = self.options.launch(plugin_sources)
         try:
             # The workers import torch and open their GPUs while the database opens and migrates.
             self.workers = launched.workers

@@ -49,7 +49,7 @@ def load_module(name: str) -> None:
     ("code", "allowed"),
     [
         pytest.param(
-            "import cli.sweep, farm.cluster, farm.plan, farm.plugins, farm.spec",
+            "import cli.sweep, farm.cluster, farm.options, farm.plan, farm.plugins, farm.spec",
             (),
             id="what-runs-before-ray-init",
         ),
