@@ -10,7 +10,9 @@
    GPU a first compile (Triton's one-time set-up included) against a second one.
 2. Whole commands: `python -m cli sweep --spec SPEC --workers 1`, from the command's start to its
    first stored point: starting its own Ray (empty Triton cache), then joining a `ray start --head`
-   started just before (token auth on, as Ray 2.60 has it), from an empty and from a warm cache.
+   started just before (token auth on, as Ray 2.60 has it), from an empty and from a warm cache;
+   then with `--keep-workers`: a sweep that leaves its worker running, and two that take it over
+   (the same kernel, and one not compiled yet).
 
 Without a GPU the worker runs Triton's interpreter, so the default spec is a 64^3 point there
 (bench/startup.yaml's 2048^3 on a GPU). Visit 20 on an H200 (docs/perf-notes.md): 27.6 s to the
@@ -146,13 +148,15 @@ def phases(spec_path: str, gpus: int) -> None:
     ray.shutdown()
 
 
-def first_point(spec_path: str, folder: Path, env: dict, db: Path | None = None) -> tuple[float, float]:
+def first_point(
+    spec_path: str, folder: Path, env: dict, db: Path | None = None, extra: list[str] = ()
+) -> tuple[float, float]:
     """(command start to first stored point, whole command) of one `farm sweep`, in seconds; the
     Triton cache is the folder's (empty the first time: the kernel compiles)."""
     db = db or folder / "startup.db"
     env = {**env, "TRITON_CACHE_DIR": str(folder / "triton-cache")}
     command = [sys.executable, "-m", "cli", "sweep", "--spec", spec_path, "--db", str(db)]
-    command += ["--workers", "1", "--no-progress"]
+    command += ["--workers", "1", "--no-progress", *extra]
     start, wall_start = time.monotonic(), datetime.now(UTC)
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True)
     command_s = time.monotonic() - start
@@ -210,9 +214,36 @@ def commands(spec_path: str, gpus: int, folder: Path) -> None:
             ROWS.append((f"farm sweep joining the head, {cache} Triton cache: first point", first))
             ROWS.append((f"farm sweep joining the head, {cache} Triton cache: whole command", total))
             print(f"joined head, {cache} cache: first point {first:.2f} s, command {total:.2f} s", flush=True)
+        kept_workers(spec_path, run, {**head_env, "RAY_ADDRESS": address})
     finally:
         stop_group(proc, 5)  # the head's graceful stop takes long
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def kept_workers(spec_path: str, run: Path, env: dict) -> None:
+    """`--keep-workers` on the running head: a first sweep leaves its worker running; the next ones
+    take it over, with the same kernel (in the worker's memory) and with one not compiled yet."""
+    import yaml
+
+    spec = yaml.safe_load(Path(spec_path).read_text())
+    warps = spec["configs"]["num_warps"]
+    spec["configs"]["num_warps"] = [max(1, w // 2) for w in warps]  # another kernel: compiled anew
+    new_kernel = run / "new-kernel.yaml"
+    new_kernel.write_text(yaml.safe_dump(spec))
+    keep = ["--keep-workers"]
+    try:
+        for what, path in (
+            ("first, leaving its worker", spec_path),
+            ("again, the kept worker, same kernel", spec_path),
+            ("again, the kept worker, a new kernel", str(new_kernel)),
+        ):
+            db = run / f"kept-{len(ROWS)}.db"
+            first, total = first_point(path, run, env, db, extra=keep)
+            ROWS.append((f"farm sweep --keep-workers, {what}: first point", first))
+            ROWS.append((f"farm sweep --keep-workers, {what}: whole command", total))
+            print(f"--keep-workers, {what}: first point {first:.2f} s, command {total:.2f} s", flush=True)
+    finally:
+        subprocess.run([sys.executable, "-m", "cli", "workers", "--stop"], env=env, cwd=REPO, check=False)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@
     farm sweep --preset smoke                     # the Ray running here, else a local one; results.db
     farm sweep --spec my.yaml --db results.db --plugin my_variants.py
     farm sweep --preset splitk --dry-run          # the pruned grid, counts and a time estimate
+    ray start --head; farm sweep --preset smoke --keep-workers   # later sweeps start in seconds
 
 Points the database already holds for the same environment and code version are skipped, so a
 sweep that was stopped (Ctrl-C, a killed driver) resumes where it was when run again.
@@ -75,6 +76,12 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
         action="store_true",
         help="measure again points stored as crashed, timeout, compile_error or launch_error",
     )
+    p.add_argument(
+        "--keep-workers",
+        action="store_true",
+        help="leave the GPU workers running on the cluster for the next sweep, which starts in seconds "
+        "(needs a running Ray: `ray start --head`; `farm workers --stop` ends them)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the pruned grid and an estimate, then exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
 
@@ -109,6 +116,7 @@ def handle(args: argparse.Namespace) -> int:
         compile_threads=args.compile_threads,
         retry_failed=args.retry_failed,
         progress=not args.no_progress,
+        keep_workers=args.keep_workers,
     )
     # Ray and the workers first, before the driver imports its database modules (1.5-1.9 s on the
     # 2-core VM: SQLAlchemy's ORM, pandas, Alembic): the workers take longer to come up (import
@@ -134,13 +142,13 @@ def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
     print(f"  {'variant':14s} {'points':>7s} {'pruned':>7s}")
     for name in spec.variants:
         print(f"  {name:14s} {per_variant[name]:7d} {pruned[name]:7d}")
-    # Start-up measured on an H200 host (docs/perf-notes.md, visit 23, the torch-free driver): 21.0 s
-    # from the command to a one-point sweep's record (visit 20: 27.6 s), 5.8 s of it starting a local
-    # Ray (joining a running one takes 0.1 s).
+    # Start-up measured on an H200 host (docs/perf-notes.md, visit 24, bench/startup_probe.py): from the
+    # command to a one-point sweep's record, 23.5 s starting a local Ray, 15.4 s joining a running
+    # head, 3.5-4.3 s on workers a previous `--keep-workers` sweep left running.
     print(
         f"estimated GPU time: {seconds / 60:.1f} min on one H100-class GPU "
         f"({seconds / 60 / 8:.1f} min on 8), plus about 20 s of start-up "
-        "(less when a Ray is already running: `ray start --head`)"
+        "(15 s joining a running Ray: `ray start --head`; 4 s on workers kept by --keep-workers)"
     )
 
 

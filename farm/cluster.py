@@ -11,10 +11,18 @@ How to init is decided by a pure function (`plan_ray_init`), in this order:
    one logical GPU per worker where there are none.
 Joining never passes num_cpus/num_gpus: Ray refuses them when connecting ("When connecting to an
 existing cluster, num_cpus and num_gpus must not be provided").
+
+Kept workers (`farm sweep --keep-workers`): on a running cluster the workers can outlive the sweep
+as detached, named actors, and the next sweep takes them over instead of starting its own: no
+`import torch`, no CUDA context, Triton's in-memory kernels and a warm GPU (on an H200 host a new
+worker is up 13 s after the command; docs/perf-notes.md, visit 23). Their names carry a digest of
+the code they run (farm, kernels, db), the plugins and the worker options, so a sweep never runs
+on a worker holding other code: those are stopped, since they hold the GPUs the new ones need.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -36,6 +44,11 @@ _SCHEMES = ("ray://", "http://", "https://")
 MAX_RESTARTS = 20
 # Batches in flight per worker: one timed while the next one compiles.
 INFLIGHT_PER_WORKER = 2
+# Kept workers: named actors `farm-gpu-worker-<digest>-<index>` in this Ray namespace.
+KEPT_NAMESPACE = "farm"
+KEPT_PREFIX = "farm-gpu-worker-"
+# The packages a worker runs: a kept worker is reused only by a sweep of the same sources.
+WORKER_PACKAGES = ("farm", "kernels", "db")
 
 
 @dataclass(frozen=True)
@@ -104,11 +117,17 @@ def reachable(address: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
-def connect(ray, address: str | None, workers: int | None) -> bool:
-    """Init Ray as `plan_ray_init` decides; True when this process started it (and stops it)."""
+def connect(ray, address: str | None, workers: int | None, *, join_only: bool = False) -> bool:
+    """Init Ray as `plan_ray_init` decides; True when this process started it (and stops it).
+    join_only: a running cluster or a UserError, never a new local Ray (it would die with us)."""
     if ray.is_initialized():
         return False
     plan = plan_ray_init(address, os.environ.get("RAY_ADDRESS"), local_head())
+    if join_only and not plan.joins:
+        raise UserError(
+            "no Ray cluster is running here to keep workers on: start one with `ray start --head` "
+            "(then every sweep joins it), or give --address"
+        )
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     if plan.joins:
         if not reachable(plan.address):
@@ -171,6 +190,7 @@ class WorkerHandle:
     """One GPU worker actor and what the driver knows about it."""
 
     actor: object
+    kept: bool = False  # a detached actor that outlives the sweep (not stopped by it)
     info: WorkerInfo | None = None
     env_id: int | None = None
     alive: bool = True
@@ -188,22 +208,70 @@ def start_workers(
     workers: int | None,
     max_restarts: int,
     inflight_per_worker: int,
+    keep: bool = False,
 ) -> list[WorkerHandle]:
     """One actor per GPU of the cluster (at most `workers`), started; `await_workers` waits for them.
     Starting is quick; each actor then imports torch and opens its GPU (seconds), which the driver
-    overlaps with opening the database."""
+    overlaps with opening the database. Kept workers of this code on the cluster are taken over
+    (and new ones kept) when `keep` is set or when there are any: they hold the GPUs."""
     gpus = int(ray.cluster_resources().get("GPU", 0))
     count = min(gpus, workers) if workers else gpus
     if count < 1:
         raise UserError("the Ray cluster has no GPUs; on a machine without one, run locally (no --address)")
-    actor_class = ray.remote(GpuWorker).options(
-        num_gpus=1,
-        num_cpus=0,
-        max_restarts=max_restarts,
-        max_task_retries=0,
-        max_concurrency=inflight_per_worker,
+    actor_class = ray.remote(GpuWorker)
+    options = {
+        "num_gpus": 1,
+        "num_cpus": 0,
+        "max_restarts": max_restarts,
+        "max_task_retries": 0,
+        "max_concurrency": inflight_per_worker,
+    }
+    args = (plugin_sources, backend, compile_threads)
+    prefix = f"{KEPT_PREFIX}{worker_digest(*args)}-"
+    ours = stop_kept_workers(ray, keep_prefix=prefix)
+    if not keep and not ours:
+        return [WorkerHandle(actor_class.options(**options).remote(*args)) for _ in range(count)]
+    options |= {"namespace": KEPT_NAMESPACE, "lifetime": "detached", "get_if_exists": True}
+    return [
+        WorkerHandle(actor_class.options(name=f"{prefix}{i}", **options).remote(*args), kept=True)
+        for i in range(count)
+    ]
+
+
+def worker_digest(plugin_sources: list, backend: str, compile_threads: int) -> str:
+    """What a worker runs, hashed: the sources of WORKER_PACKAGES, the plugins and the options
+    (about 5 ms for the 60 files)."""
+    digest = hashlib.sha256(repr((plugin_sources, backend, compile_threads)).encode())
+    root = Path(__file__).resolve().parents[1]
+    for package in WORKER_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def kept_worker_names(ray) -> list[str]:
+    """The kept worker actors alive on the cluster, by name."""
+    return sorted(
+        actor["name"]
+        for actor in ray.util.list_named_actors(all_namespaces=True)
+        if actor["namespace"] == KEPT_NAMESPACE and actor["name"].startswith(KEPT_PREFIX)
     )
-    return [WorkerHandle(actor_class.remote(plugin_sources, backend, compile_threads)) for _ in range(count)]
+
+
+def stop_kept_workers(ray, keep_prefix: str | None = None) -> list[str]:
+    """Stop the kept workers whose names do not start with `keep_prefix` (all, when None); the
+    names of those left running."""
+    left = []
+    for name in kept_worker_names(ray):
+        if keep_prefix is not None and name.startswith(keep_prefix):
+            left.append(name)
+            continue
+        try:
+            ray.kill(ray.get_actor(name, namespace=KEPT_NAMESPACE), no_restart=True)
+        except ValueError:  # it died between the listing and now
+            continue
+        log.warning("stopped kept worker %s%s", name, " (other code or options)" if keep_prefix else "")
+    return left
 
 
 @dataclass
@@ -231,13 +299,15 @@ def launch(
     compile_threads: int = 8,
     max_restarts: int = MAX_RESTARTS,
     inflight_per_worker: int = INFLIGHT_PER_WORKER,
+    keep_workers: bool = False,
 ) -> Launched:
-    """Join or start Ray and create the workers; returns at once while they import torch and open
-    their GPUs (4.3 s on an H200 host, docs/perf-notes.md), which the driver overlaps with its own
-    set-up. Call it before importing the database modules: they take 1-1.5 s the workers can hide."""
+    """Join or start Ray and create the workers (or take over kept ones); returns at once while they
+    import torch and open their GPUs (4.3 s on an H200 host, docs/perf-notes.md), which the driver
+    overlaps with its own set-up. Call it before importing the database modules: they take 1-1.5 s
+    the workers can hide. keep_workers: the workers outlive the sweep (a running cluster only)."""
     import ray
 
-    started_ray = connect(ray, address, workers)
+    started_ray = connect(ray, address, workers, join_only=keep_workers)
     try:
         handles = start_workers(
             ray,
@@ -247,6 +317,7 @@ def launch(
             workers=workers,
             max_restarts=max_restarts,
             inflight_per_worker=inflight_per_worker,
+            keep=keep_workers,
         )
     except BaseException:
         if started_ray:
@@ -264,5 +335,7 @@ def await_workers(ray, handles: list[WorkerHandle]) -> None:
 
 
 def stop_workers(ray, handles: list[WorkerHandle]) -> None:
+    """Stop the sweep's own workers; kept ones stay for the next sweep."""
     for w in handles:
-        ray.kill(w.actor, no_restart=True)
+        if not w.kept:
+            ray.kill(w.actor, no_restart=True)

@@ -22,6 +22,7 @@ class SweepOptions:
     max_restarts: int = cluster.MAX_RESTARTS
     retry_failed: bool = False
     progress: bool = True
+    keep_workers: bool = False  # the workers outlive the sweep (cluster.py: kept workers)
 
     def launch(self, plugin_sources: list) -> cluster.Launched:
         """Join or start Ray and create the workers these options ask for (`cluster.launch`)."""
@@ -33,4 +34,5 @@ class SweepOptions:
             compile_threads=self.compile_threads,
             max_restarts=self.max_restarts,
             inflight_per_worker=self.inflight_per_worker,
+            keep_workers=self.keep_workers,
         )
