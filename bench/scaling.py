@@ -11,7 +11,8 @@ rate(N) / (N * rate(1)) of each. Also printed: the distinct GPU UUIDs in the row
 GPU) and the median |t_N / t_1 - 1| of the points both runs measured (equal within noise).
 NVLink multicast stays off. --regime runs the same grid under another timing regime (a copy of the
 spec with timing.regime set; the CSV's `regime` column says which); --timeout-s stops a run, its
-local Ray included, and the bench after it, keeping the rows written so far.
+local Ray included, and the bench after it, keeping the rows written so far; --visit N fills the
+`visit` column (docs/bench/*.csv gather rows of several visits).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ COLUMNS = [
     "command_efficiency",
     "first_point_s",  # the command's start to the first point's record (start-up, DESIGN: <= 8 s)
     "regime",  # the timing regime every run used (the spec's own, or --regime)
+    "visit",  # --visit: the GPU visit of docs/perf-notes.md the row comes from (empty without)
 ]
 
 # Shared multi-GPU hosts: NVLink multicast can take their GPUs out of service (device KINDS.md).
@@ -122,6 +124,7 @@ def main() -> None:
     parser.add_argument("--keep", metavar="DIR", help="copy each run's results database here")
     parser.add_argument("--timeout-s", type=float, help="stop a run (and the bench) after this long")
     parser.add_argument("--regime", help="override the spec's timing regime (farm sweep checks the name)")
+    parser.add_argument("--visit", default="", help="the visit number to write in the CSV's visit column")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="scaling-"))
     spec_path = Path(args.spec) if args.spec else REPO / "farm" / "presets" / f"{args.preset}.yaml"
@@ -161,6 +164,7 @@ def main() -> None:
             ),
             "first_point_s": round(result["first"], 1),
             "regime": regime,
+            "visit": args.visit,
         }
         if args.keep:
             Path(args.keep).mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,9 @@ Three times per launch:
   128x128x32768 on an H200);
 - host time of one launcher call.
 Around each block: NVML's total-energy counter, and the SM clock and throttle reasons sampled
-while it runs.
+while it runs. Inside a metered span (`CudaClock.metered`) a block is one round of the span: the
+energy counter is read at the span's two ends instead, and the clock sampled once while the block
+runs and once after it.
 """
 
 from __future__ import annotations
@@ -120,8 +122,54 @@ def max_block_launches(host_s: float, factor: float = 1.0, gpu_s: float = 0.0) -
     return max(1, min(10_000, int(((MAX_SLEEP_US - 100) / 1.5 - host_us) / gain_us) + 1))
 
 
-def kernel_ms_per_launch(events, n_launches: int, label: str = LAUNCH_LABEL) -> list[float | None]:
-    """Sum of GPU activity durations per launch, from torch.profiler FunctionEvents.
+@dataclass(frozen=True)
+class Activity:
+    """One profiler event, as kernel_ms_per_launch reads it (times in microseconds)."""
+
+    name: str
+    id: int  # correlation id: a CUDA runtime/driver call and the GPU work it issued share it
+    start_us: float
+    end_us: float
+    cpu: bool
+    annotation: bool = False  # a record_function range (its host side, or its GPU-side span)
+
+
+def activities(prof) -> list[Activity]:
+    """A finished torch.profiler session's events, from Kineto's raw results. torch's own
+    `prof.events()` builds a FunctionEvent tree first: 3.4-4.0 s for one interleaved batch of 48
+    configs (about 87,000 events), twice the 2.0 s of its GPU blocks (visit 24, protocol_cost.py);
+    reading the raw events is a few method calls per event. Falls back on events() where a torch
+    has no raw results."""
+    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if results is None:
+        return [
+            Activity(
+                e.name,
+                e.id,
+                e.time_range.start,
+                e.time_range.end,
+                _is_cpu_type(getattr(e, "device_type", "CPU")),
+                bool(getattr(e, "is_user_annotation", False)),
+            )
+            for e in prof.events()
+        ]
+    return [
+        Activity(
+            e.name(),
+            e.correlation_id(),
+            e.start_ns() / 1e3,
+            e.end_ns() / 1e3,
+            _is_cpu_type(e.device_type()),
+            e.is_user_annotation(),
+        )
+        for e in results.events()
+    ]
+
+
+def kernel_ms_per_launch(
+    events: Sequence[Activity], n_launches: int, label: str = LAUNCH_LABEL
+) -> list[float | None]:
+    """Sum of GPU activity durations per launch.
 
     Each launcher call ran inside record_function(f"{label}{i}"). A GPU activity (kernel, memset,
     memcpy) belongs to the launch whose host range holds the CUDA runtime/driver call that issued
@@ -130,32 +178,33 @@ def kernel_ms_per_launch(events, n_launches: int, label: str = LAUNCH_LABEL) -> 
     """
     host_spans, gpu_spans, issued, device = [], [], {}, []
     for e in events:
-        name, cpu = e.name, _is_cpu(e)
-        if name.startswith(label):
-            spans = host_spans if cpu else gpu_spans  # the GPU-side span covers the range's GPU work
-            spans.append((e.time_range.start, e.time_range.end, int(name[len(label) :])))
-        elif cpu and name.startswith("cu"):  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync...
-            issued[e.id] = e.time_range.start
-        elif not cpu and not getattr(e, "is_user_annotation", False):
+        if e.name.startswith(label):
+            spans = host_spans if e.cpu else gpu_spans  # the GPU-side span covers the range's GPU work
+            spans.append((e.start_us, e.end_us, int(e.name[len(label) :])))
+        elif e.cpu and e.name.startswith("cu"):  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync...
+            issued[e.id] = e.start_us
+        elif not e.cpu and not e.annotation:
             device.append(e)
     total: list[float | None] = [None] * n_launches
+    host_spans.sort()
+    gpu_spans.sort()
     for e in device:
         t = issued.get(e.id)
         # by the host call that issued it; else (no runtime event recorded) by the GPU-side span
-        i = _span_of(host_spans, t) if t is not None else _span_of(gpu_spans, e.time_range.start)
+        i = _span_of(host_spans, t) if t is not None else _span_of(gpu_spans, e.start_us)
         if i is not None and 0 <= i < n_launches:
-            total[i] = (total[i] or 0.0) + (e.time_range.end - e.time_range.start) / 1e3
+            total[i] = (total[i] or 0.0) + (e.end_us - e.start_us) / 1e3
     return total
 
 
 def _span_of(spans: list[tuple[float, float, int]], t: float) -> int | None:
-    spans.sort()
+    """The label of the sorted span holding t."""
     j = bisect.bisect_right(spans, (t, math.inf, 0)) - 1
     return spans[j][2] if j >= 0 and t <= spans[j][1] else None
 
 
-def _is_cpu(event) -> bool:
-    return str(getattr(event, "device_type", "CPU")).endswith("CPU")
+def _is_cpu_type(device_type) -> bool:
+    return str(device_type).endswith("CPU")
 
 
 class CudaClock:
@@ -170,6 +219,7 @@ class CudaClock:
         self._pending: list[tuple[Block, int]] | None = None  # profiled blocks of the open session
         self._labels = 0
         self._profiler = None  # the open session's torch.profiler.profile
+        self._in_span = False  # inside `metered`: blocks read no energy of their own
         # The first profiler session of a process starts CUPTI (up to a second): do it now, not
         # between a config's settling and its measured block, where the GPU would idle through it.
         with self.profiled():
@@ -201,7 +251,7 @@ class CudaClock:
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 self._profiler = prof
                 yield
-            kernel = kernel_ms_per_launch(prof.events(), self._labels)
+            kernel = kernel_ms_per_launch(activities(prof), self._labels)
             for block, base in self._pending:
                 for j in range(len(block.kernel_ms)):
                     # a launch the profiler lost keeps its stream time (never silently zero)
@@ -229,6 +279,28 @@ class CudaClock:
         finally:
             toggle(True, activities)
 
+    @contextlib.contextmanager
+    def metered(self):
+        """One energy reading over a span of blocks: NVML's energy counter and power limit read
+        once at each end; the blocks run inside it read neither, and sample the SM clock once
+        while they run and once after (`_run`). Yields the span's Readings, filled when it closes.
+
+        Why: a round of the interleaved regime is tens of launches of 20 us - 1 ms kernels, and a
+        block's own readings cost it about 10 ms besides its GPU work: two energy reads of
+        3.2-4.4 ms each (other NVML reads: 0.01-0.04 ms) and up to 2 ms of polling step (visit 17).
+        And the counter moves in steps too coarse for a round: 44 of 136 blocks of 20 ms and less
+        read 0 J (visit 14, `_joules`)."""
+        span = Readings(0.0)
+        self._in_span = True
+        energy0, t0 = self.meter.energy_mj(), time.perf_counter()
+        try:
+            yield span
+        finally:
+            span.seconds = time.perf_counter() - t0
+            span.joules = _joules(energy0, self.meter.energy_mj())
+            span.power_limit_w = self.meter.power_limit_w()
+            self._in_span = False
+
     def run(
         self, launches: Sequence[Launch], host_s: Sequence[float], *, profile: bool, gpu_s: float = 0.0
     ) -> Block:
@@ -249,8 +321,9 @@ class CudaClock:
     def _run(self, launches, host_s, factor: float, gpu_s: float, *, label_base: int | None) -> Block:
         from torch.profiler import record_function
 
-        meter = self.meter
-        energy0, t0 = meter.energy_mj(), time.perf_counter()
+        meter, in_span = self.meter, self._in_span
+        energy0 = None if in_span else meter.energy_mj()
+        t0 = time.perf_counter()
         torch.cuda._sleep(int(head_start_us(host_s, factor, gpu_s) * SLEEP_CYCLES_PER_US))
         events, host_ms = [], []
         for i, launch in enumerate(launches):
@@ -267,16 +340,27 @@ class CudaClock:
             end.record()
             events.append((start, end))
         clocks, state = [], GpuState()
-        last = events[-1][1]
-        while not last.query():  # sample the clock while the block runs
+
+        def sample() -> None:
+            nonlocal state
             s = meter.state()
             state = state.merge(s) if clocks else s
             if s.sm_clock_mhz is not None:
                 clocks.append(s.sm_clock_mhz)
-            time.sleep(POLL_S)
+
+        if in_span:
+            # One sample while it runs: a round's clock only joins a mean over many rounds, and a
+            # 2 ms polling step would lengthen a round of a few ms by up to 2 ms.
+            sample()
+        else:
+            last = events[-1][1]
+            while not last.query():  # sample the clock while the block runs
+                sample()
+                time.sleep(POLL_S)
         torch.cuda.synchronize(self.device)
         seconds = time.perf_counter() - t0
-        energy1, end_state = meter.energy_mj(), meter.state()
+        energy1 = None if in_span else meter.energy_mj()
+        end_state = meter.state()
         state = state.merge(end_state) if clocks else end_state
         if end_state.sm_clock_mhz is not None and not clocks:
             clocks.append(end_state.sm_clock_mhz)
@@ -285,7 +369,7 @@ class CudaClock:
             seconds,
             _joules(energy0, energy1),
             statistics.fmean(clocks) if clocks else None,
-            meter.power_limit_w(),
+            None if in_span else meter.power_limit_w(),  # the span reads it once
             state,
         )
         return Block(list(stream), stream, host_ms, readings)

@@ -13,7 +13,8 @@
   (hundreds of ms), not a launch count. The GPU drew 684-692 W against its 700 W limit.
 - "interleaved": rounds that launch every unfinished config once in random order (the farm's
   protocol before; the power state is shared, ratios shrink where the limiter acts). One
-  profiler session spans the rounds, so profiling adds no idle gaps between them.
+  profiler session spans the rounds, so profiling adds no idle gaps between them, and one
+  energy reading spans them too, shared by the configs in proportion to their stream time.
 - "rest": single launches, each after the GPU rested `rest_s` (boost clock, cold limiter).
 
 A point stops once the 95% confidence interval of its median kernel time is within +-target_ci
@@ -271,25 +272,48 @@ def time_interleaved(
 ) -> list[Timing]:
     """Rounds that launch every unfinished launcher once, in a fresh random order, all in one
     profiler session (no profiler start and stop between rounds: the GPU would idle for them).
-    A round's energy and time are shared by its launches in proportion to their stream time."""
+    The rounds run in one metered span: the energy counter is read at its two ends, not around
+    every round (two reads cost 6.4-8.8 ms, visit 17, often more than a round's launches: visit
+    23's stream-K sweep ran 3x slower than in visits 7-9). The span's energy and time are
+    shared by the points in proportion to their summed stream time, as each round's were by its
+    launches."""
     points = [_Point() for _ in launches]
     active = list(range(len(launches)))
-    with _session(clock):
+    with _session(clock), _metered(clock) as span:
         while active:
             order = rng.sample(active, len(active))
             block = clock.run([launches[i] for i in order], [host_s[i] for i in order], profile=True)
             total_ms = sum(block.stream_ms) or 1.0
             for j, i in enumerate(order):
+                # the round's own energy, where a clock without a metered span reads one
                 points[i].add(block, j, 1, share=block.stream_ms[j] / total_ms)
                 points[i].spent_s += block.stream_ms[j] / 1e3 + host_s[i]
             active = [i for i in active if not points[i].done(policy)]
+    _share_span(points, span)
     return [p.timing("interleaved", policy.min_metered_s) for p in points]
+
+
+def _share_span(points: Sequence[_Point], span: Readings) -> None:
+    """Each point's share of a span's energy and seconds, in proportion to its summed stream
+    time: its metered seconds are its share of the span, so min_metered_s applies to them."""
+    stream_ms = [sum(p.stream) for p in points]
+    total_ms = sum(stream_ms) or 1.0
+    for p, ms in zip(points, stream_ms, strict=True):
+        p.meter(span, share=ms / total_ms)
+        p.power_limit_w = span.power_limit_w or p.power_limit_w
 
 
 def _session(clock):
     """The clock's profiler session (fakes in tests have none)."""
     profiled = getattr(clock, "profiled", None)
     return profiled() if profiled is not None else contextlib.nullcontext()
+
+
+def _metered(clock):
+    """The clock's metered span; a clock without one (the interpreter's, fakes in tests) yields
+    a span with no energy reading, and its blocks keep their own."""
+    metered = getattr(clock, "metered", None)
+    return metered() if metered is not None else contextlib.nullcontext(Readings(0.0))
 
 
 def time_rested(
