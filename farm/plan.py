@@ -184,7 +184,7 @@ def make_batches(points: Sequence[Point], seed: int, max_points: int = MAX_BATCH
        at once;
     2. cover: then the batches that still bring kernels nobody compiled, most new kernels first;
     3. reuse: the rest, whose kernels the host's cache holds by the time they run, longest first
-       (`estimate_gpu_seconds`), so that the last batches dealt are short: 2 x H200, splitk preset
+       (`estimate_run_seconds`), so that the last batches dealt are short: 2 x H200, splitk preset
        in shuffled order, one worker finished 30 s (of 158) before the other, which ran a batch of
        20 configs at the power limit last (visit 22: loop efficiency 0.84).
 
@@ -236,7 +236,9 @@ def deal_order(batches: Sequence[Batch]) -> list[Batch]:
         order.append(i)
         left.discard(i)
         dealt |= kernels[i]
-    order += sorted(left, key=lambda i: -estimate_gpu_seconds(batches[i].points))  # reuse, stable
+    # reuse, stable; their kernels are compiled by then, so the run time alone orders them (and the
+    # full preset's 140k points skip a second compile_key each: 3.2 -> 2.2 s of batching here)
+    order += sorted(left, key=lambda i: -estimate_run_seconds(batches[i].points))
     return [batches[i] for i in order]
 
 
@@ -262,6 +264,11 @@ def estimate_gpu_seconds(
     the power limit, each settling again)."""
     kernels = {compile_key(p) for p in points} - {None}
     compile_s = len(kernels) * EST_COMPILE_S / compile_threads
+    return compile_s + estimate_run_seconds(points, regime, limit_passes)
+
+
+def estimate_run_seconds(points: Sequence[Point], regime: str = "steady", limit_passes: int = 1) -> float:
+    """`estimate_gpu_seconds` without the compiles: the points' checks and timing alone."""
     run_s = 0.0
     for p in points:
         kernel_s = p.flops / (EST_TFLOPS[p.dtype] * 1e12)
@@ -269,4 +276,4 @@ def estimate_gpu_seconds(
         if regime == "steady":
             limited = kernel_s >= EST_LIMITED_KERNEL_S
             run_s += EST_STEADY_LIMITED_S * limit_passes if limited else EST_STEADY_POINT_S
-    return compile_s + run_s
+    return run_s

@@ -109,6 +109,20 @@ def grouping_matters(cfg: MatmulConfig, p: Problem) -> str | None:
     return None
 
 
+def effective_group_m(cfg: MatmulConfig, p: Problem) -> MatmulConfig:
+    """The config with the GROUP_SIZE_M that names its program order: with a single tile row or
+    column every group_m walks the grid as group_m 1 does, and a group taller than the grid's tile
+    rows as group_m = the rows. Planning keeps that config instead of dropping it as a duplicate
+    (`grouping_matters`): with group_m 8 alone, visit 24's llm sweep had no Triton point at 16 tokens
+    and no 64- or 128-row tile at 128 tokens (visits 26 and 27 measured them)."""
+    if cfg.group_m == 1:
+        return cfg
+    rows, columns = cdiv(p.m, cfg.block_m), cdiv(p.n, cfg.block_n)
+    if rows == 1 or columns == 1:
+        return cfg.replace(group_m=1)
+    return cfg.replace(group_m=rows) if cfg.group_m > rows else cfg
+
+
 def split_chunks_fill(cfg: MatmulConfig, p: Problem) -> str | None:
     """Each split gets at least one whole BLOCK_K, and no split is empty."""
     if cfg.split_k == 1:
@@ -233,7 +247,8 @@ class ConfigSpace:
         preset's 124k points)."""
         if candidates is None:
             candidates = self.candidates(axes)
-        return sorted({cfg for cfg in candidates if self.prune(cfg, problem) is None})
+        kept = (effective_group_m(cfg, problem) for cfg in candidates)
+        return sorted({cfg for cfg in kept if self.prune(cfg, problem) is None})
 
 
 # Defaults for specs that leave an axis out. Widened where the H200 measurements said

@@ -180,6 +180,30 @@ def test_variant_configs_use_the_axes_they_have():
     assert len(splitk) == 8 and {c.split_k for c in splitk} == {1, 4}
 
 
+@pytest.mark.parametrize("variant", ["grouped", "persistent_tma", "splitk"])
+def test_a_single_tile_row_keeps_its_configs_at_group_m_1(variant):
+    """group_m 8 alone at 16 tokens (one tile row of 16): every order is group_m 1's, so the
+    configs are kept as group_m 1 (visit 24's llm sweep had no Triton point at 16 tokens), once."""
+    axes = {"block_m": [16], "block_n": [128], "block_k": [64], "num_warps": [4], "num_stages": [4]}
+    only_8 = get_variant(variant).configs(16, 4096, 4096, "bfloat16", {**axes, "group_m": [8]})
+    both = get_variant(variant).configs(16, 4096, 4096, "bfloat16", {**axes, "group_m": [1, 8]})
+    assert only_8 and {c.group_m for c in only_8} == {1}
+    assert both == only_8  # group_m 8 is the same config, not a second one
+    # several tile rows and columns: group_m 8 stays what it is
+    wide = get_variant(variant).configs(1024, 4096, 4096, "bfloat16", {**axes, "group_m": [8]})
+    assert {c.group_m for c in wide} == {8}
+
+
+@pytest.mark.parametrize("variant", ["grouped", "persistent_tma"])
+def test_a_group_taller_than_the_grid_is_the_grid_s_rows(variant):
+    """128 tokens in 64-row tiles: 2 tile rows, so group_m 8 walks the grid as group_m 2 does."""
+    axes = {"block_m": [64], "block_n": [128], "block_k": [64], "num_warps": [4], "num_stages": [4]}
+    tall = get_variant(variant).configs(128, 4096, 4096, "bfloat16", {**axes, "group_m": [8]})
+    assert [c.group_m for c in tall] == [2]
+    both = get_variant(variant).configs(128, 4096, 4096, "bfloat16", {**axes, "group_m": [2, 8]})
+    assert both == tall
+
+
 def test_library_baseline_has_one_config_per_precision():
     cublas = get_variant("cublas")
     assert cublas.configs(64, 64, 64, "bfloat16", {"input_precision": ["ieee", "tf32"]}) == [LIBRARY_CONFIG]
