@@ -3,10 +3,12 @@ charts (dashboard.charts over dashboard.frames, the frames the pages build) and 
 vl-convert (Altair's `save(..., format="png")`).
 
     python bench/figures.py [--db dashboard/demo/h200.db] [--out docs/figures] [--gpu "NVIDIA H200"]
+    python bench/figures.py --db dashboard/demo/h200-llm.db --only cublas splitk --prefix llm_
 
 One PNG per chart: splitk.png (split-K speedup against tiles per SM), grouping.png (grouped-order gain
 in time and energy against operand bytes over L2), grouping_heatmap.png, cublas.png (best Triton
 against cuBLAS), roofline.png. Each is the chart the dashboard page shows for that GPU in bfloat16.
+The llm preset's demo gives llm_cublas.png and llm_splitk.png (the second command).
 """
 
 from __future__ import annotations
@@ -72,15 +74,19 @@ FIGURES: dict[str, Callable] = {
 }
 
 
-def draw(db: str, out: Path, gpu: str, dtype: str = "bfloat16") -> list[Path]:
-    """Every figure of FIGURES from `db` into `out`; the paths written."""
+def draw(
+    db: str, out: Path, gpu: str, dtype: str = "bfloat16", names: list[str] | None = None, prefix: str = ""
+) -> list[Path]:
+    """The figures of FIGURES named (all by default) from `db` into `out` as PREFIXNAME.png; the
+    paths written."""
     out.mkdir(parents=True, exist_ok=True)
     engine = open_engine(db, readonly=True)
     written = []
     try:
         with engine.connect() as conn:
-            for name, chart in FIGURES.items():
-                path = out / f"{name}.png"
+            for name in names or FIGURES:
+                chart = FIGURES[name]
+                path = out / f"{prefix}{name}.png"
                 chart(conn, {"gpu_name": gpu, "dtype": dtype}).save(path, format="png", scale_factor=SCALE)
                 written.append(path)
     finally:
@@ -93,8 +99,10 @@ def main() -> None:
     p.add_argument("--db", default=str(DEMO_DB))
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--gpu", default="NVIDIA H200")
+    p.add_argument("--only", nargs="+", choices=list(FIGURES), help="these figures (default: all)")
+    p.add_argument("--prefix", default="", help="file names PREFIXNAME.png (another database's figures)")
     args = p.parse_args()
-    for path in draw(args.db, args.out, args.gpu):
+    for path in draw(args.db, args.out, args.gpu, names=args.only, prefix=args.prefix):
         print(f"{path}  {path.stat().st_size / 1e3:.0f} kB")
 
 

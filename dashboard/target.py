@@ -31,11 +31,12 @@ def resolve(explicit: str | None = None) -> str:
 
 
 def is_demo(target: str) -> bool:
-    """Whether `target` is the shipped demo database (by path, however it was reached)."""
+    """Whether `target` is one of the shipped demo databases (h200.db, the llm preset's
+    h200-llm.db, ...: by folder, however it was reached)."""
     if "://" in target and not target.startswith("sqlite:///"):
         return False
     path = Path(target.removeprefix("sqlite:///")).expanduser()
-    return path.exists() and path.resolve() == DEMO_DB
+    return path.exists() and path.resolve().parent == DEMO_DB.parent
 
 
 def banner(environments: pd.DataFrame, sweeps: pd.DataFrame) -> str:

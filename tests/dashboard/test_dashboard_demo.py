@@ -85,6 +85,15 @@ def test_results_db_in_the_working_directory_wins_over_the_demo(fresh_dir: Path,
     assert served(["--demo"], no_server) == str(DEMO)
 
 
+def test_every_shipped_demo_file_is_labelled_demo_data(fresh_dir: Path) -> None:
+    """The llm preset's demo (h200-llm.db) opened with --db gets the same banner as h200.db."""
+    llm = DEMO.with_name("h200-llm.db")
+    assert target.is_demo(str(llm)) and target.is_demo(f"sqlite:///{llm}")
+    copy = fresh_dir / "h200-llm.db"
+    copy.write_bytes(llm.read_bytes())
+    assert not target.is_demo(str(copy))  # a copy elsewhere is the user's own database
+
+
 @pytest.mark.parametrize(
     ("env", "argv", "want"),
     [

@@ -24,6 +24,15 @@ def test_every_figure_is_drawn_from_the_demo_database(tmp_path: Path) -> None:
         assert len(data) > 20_000, path.name
 
 
+def test_the_llm_figures_are_drawn_from_its_demo_database(tmp_path: Path) -> None:
+    llm = DEMO_DB.with_name("h200-llm.db")
+    written = figures.draw(str(llm), tmp_path, "NVIDIA H200", names=["cublas", "splitk"], prefix="llm_")
+    assert [p.name for p in written] == ["llm_cublas.png", "llm_splitk.png"]
+    for path in written:
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 20_000, path.name
+
+
 @pytest.mark.parametrize("doc", ["README.md", "docs/findings.md"], ids=["readme", "findings"])
 def test_the_docs_show_committed_figures(doc: str) -> None:
     text = (REPO / doc).read_text()
