@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from farmkit import write_spec
+from farmkit import HALF_SPEC, write_spec
 
 
 @pytest.fixture(scope="module")
@@ -20,3 +20,9 @@ def ray_cluster():
 @pytest.fixture
 def tiny_spec(tmp_path) -> Path:
     return write_spec(tmp_path)
+
+
+@pytest.fixture
+def half_spec(tmp_path) -> Path:
+    """The tiny spec's second shape: 12 points, for sweeps stopped or hurt half-way."""
+    return write_spec(tmp_path, HALF_SPEC, "half.yaml")

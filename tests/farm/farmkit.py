@@ -25,6 +25,34 @@ timing: {min_reps: 2, max_reps: 2, nondeterminism_repeats: 2}
 """
 TINY_POINTS = 27
 
+# Smaller grids for tests that need fewer points: a point is about 0.6 s of a worker's time under the
+# interpreter on the 2-core test machine.
+# The tiny spec's second shape alone: 2 + 3 + 6 + 1 = 12 points in 4 batches (one per variant), enough
+# for a sweep to be stopped or to lose a node half-way.
+HALF_SPEC = TINY_SPEC.replace("name: tiny", "name: half").replace("  - {m: 40, n: 48, k: 64}\n", "")
+HALF_POINTS = 12
+# Two batches of 2 points (one per shape): one for each worker of a 2-GPU Ray, dealt to the least busy.
+TWO_BATCH_SPEC = """\
+name: two_batches
+dtypes: [bfloat16]
+variants: [tiled]
+shapes:
+  - {m: 40, n: 48, k: 64}
+  - {m: 24, n: 32, k: 40}
+configs: {block_m: [16], block_n: [16, 32], block_k: [16], num_warps: [4], num_stages: [2]}
+timing: {min_reps: 2, max_reps: 2, nondeterminism_repeats: 2}
+"""
+TWO_BATCH_POINTS = 4
+# For what a sweep does around its points (imports, masking a password): a single point.
+ONE_POINT_SPEC = """\
+name: one_point
+dtypes: [bfloat16]
+variants: [tiled]
+shapes: [{m: 24, n: 32, k: 40}]
+configs: {block_m: [16], block_n: [32], block_k: [16], num_warps: [4], num_stages: [2]}
+timing: {min_reps: 2, max_reps: 2}
+"""
+
 
 def write_spec(folder: Path, text: str = TINY_SPEC, name: str = "tiny.yaml") -> Path:
     path = folder / name

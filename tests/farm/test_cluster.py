@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from farmkit import REPO, TINY_POINTS, measurements, subprocess_env, write_spec
+from farmkit import (
+    REPO,
+    TINY_POINTS,
+    TWO_BATCH_POINTS,
+    TWO_BATCH_SPEC,
+    measurements,
+    subprocess_env,
+    write_spec,
+)
 
 from bench.ports import free_port, stop_group
 from farm.driver import Driver, SweepOptions
@@ -20,9 +28,11 @@ from farm.spec import load_spec
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_head():
-    """`ray start --head` with 2 logical GPUs and the Jobs server; stopped with its process group."""
+    """`ray start --head` with 2 logical GPUs and the Jobs server; stopped with its process group.
+    One head for the module's tests that use it: each sweep's driver and workers end with the sweep,
+    and a head took 10 s to start and 5 s to stop a test here."""
     port, dashboard = free_port(), free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
     # Token authentication on, as on a real cluster: the head and every client share the secret.
@@ -65,13 +75,21 @@ def ray_head():
     else:
         raise AssertionError("the Ray head did not come up")
     yield address, env
-    # A throwaway head: its graceful shutdown took 33 s a test here, a third of this file's time.
-    stop_group(proc, 5)
+    # A throwaway head: its graceful shutdown took 33 s here, a third of this file's time, so SIGKILL
+    # follows SIGTERM after 1 s (a grace of 5 s was waited out whole: 6.6 s of teardown).
+    stop_group(proc, 1)
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+@pytest.fixture
+def two_batch_spec(tmp_path) -> Path:
+    """Two batches, one for each of the head's 2 GPUs: 4 points instead of the tiny spec's 27 (about
+    10 s of interpreter work less a sweep)."""
+    return write_spec(tmp_path, TWO_BATCH_SPEC)
+
+
 @pytest.mark.slow
-def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, tiny_spec, tmp_path):
+def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, two_batch_spec, tmp_path):
     address, env = ray_head
     db = tmp_path / "results.db"
     job = subprocess.run(
@@ -87,7 +105,7 @@ def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, tiny_spec, tm
             "python",
             "farm/sweep.py",
             "--spec",
-            str(tiny_spec),
+            str(two_batch_spec),
             "--db",
             str(db),
             "--no-progress",
@@ -99,16 +117,16 @@ def test_ray_job_submit_runs_the_sweep_into_the_database(ray_head, tiny_spec, tm
         timeout=600,
     )
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-    assert f"sweep finished: {TINY_POINTS} points measured" in job.stdout
+    assert f"sweep finished: {TWO_BATCH_POINTS} points measured" in job.stdout
     rows = measurements(db)
-    assert len(rows) == TINY_POINTS and {status for *_, status in rows} == {"ok"}
+    assert len(rows) == TWO_BATCH_POINTS and {status for *_, status in rows} == {"ok"}
     with sqlite3.connect(db) as conn:
         workers = {w for (w,) in conn.execute("SELECT DISTINCT worker FROM measurements")}
     assert len(workers) == 2  # both logical GPUs of the head did work
 
 
 @pytest.mark.slow
-def test_sweep_joins_the_head_on_this_node_without_flags(ray_head, tiny_spec, tmp_path):
+def test_sweep_joins_the_head_on_this_node_without_flags(ray_head, two_batch_spec, tmp_path):
     """As `ray submit` runs it on the head node: `python ~/sweep.py ARGS`, no address anywhere.
     Before, ray.init(num_gpus=...) found this head and refused: "When connecting to an existing
     cluster, num_cpus and num_gpus must not be provided"."""
@@ -121,7 +139,7 @@ def test_sweep_joins_the_head_on_this_node_without_flags(ray_head, tiny_spec, tm
     assert record.is_file(), sorted(str(p) for p in Path(env["RAY_TMPDIR"]).rglob("*current*"))
     db = tmp_path / "results.db"
     run = subprocess.run(
-        [sys.executable, "farm/sweep.py", "--spec", str(tiny_spec), "--db", str(db), "--no-progress"],
+        [sys.executable, "farm/sweep.py", "--spec", str(two_batch_spec), "--db", str(db), "--no-progress"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -129,8 +147,8 @@ def test_sweep_joins_the_head_on_this_node_without_flags(ray_head, tiny_spec, tm
         timeout=600,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert f"sweep finished: {TINY_POINTS} points measured" in run.stdout
-    assert len(measurements(db)) == TINY_POINTS
+    assert f"sweep finished: {TWO_BATCH_POINTS} points measured" in run.stdout
+    assert len(measurements(db)) == TWO_BATCH_POINTS
 
 
 def test_one_worker_per_gpu_and_the_work_is_spread(ray_cluster, tmp_path):

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from farmkit import REPO, TINY_POINTS, farm_command, measurements, subprocess_env
+from farmkit import HALF_POINTS, REPO, farm_command, measurements, subprocess_env
 
 
 def _start(spec, db):
@@ -39,9 +39,11 @@ def _wait_for_rows(db, proc, at_least: int, timeout: float = 240) -> int:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "driver-sigkill"])
-def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, tiny_spec, stop):
+def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, half_spec, stop):
+    """12 points over 4 batches: the first is stored 1-2 s into the loop, the last 7 s in (2 workers,
+    2-core machine); the tiny spec's 27 points made the run after the stop 10 s longer."""
     db = tmp_path / "results.db"
-    proc = _start(tiny_spec, db)
+    proc = _start(half_spec, db)
     _wait_for_rows(db, proc, at_least=1)
     if stop == signal.SIGINT:
         proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the driver
@@ -53,7 +55,7 @@ def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, tiny_spec, s
             ["pkill", "-9", "-s", str(proc.pid)], check=False
         )  # its Ray processes, if any are left
     saved = measurements(db)
-    assert 0 < len(saved) < TINY_POINTS
+    assert 0 < len(saved) < HALF_POINTS
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         status = conn.execute("SELECT status FROM sweeps").fetchone()[0]
@@ -64,11 +66,11 @@ def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, tiny_spec, s
     else:
         assert status == "running"  # nobody was left to say otherwise
 
-    rerun = _start(tiny_spec, db)
+    rerun = _start(half_spec, db)
     output, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, output
     rows = measurements(db)
-    assert len(rows) == TINY_POINTS and len({r[:5] for r in rows}) == TINY_POINTS
+    assert len(rows) == HALF_POINTS and len({r[:5] for r in rows}) == HALF_POINTS
     assert set(saved) <= set(rows)
-    assert f"{TINY_POINTS - len(saved)} points measured" in output
+    assert f"{HALF_POINTS - len(saved)} points measured" in output
     assert f"{len(saved)} already in the database" in output

@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from farmkit import TINY_POINTS, measurements
+from farmkit import HALF_POINTS, measurements
 from ray.cluster_utils import Cluster
 
 from farm.driver import Driver, SweepOptions
@@ -25,10 +25,12 @@ def two_gpu_nodes():
     cluster.shutdown()
 
 
-def test_lost_node_requeues_its_points(two_gpu_nodes, tiny_spec, tmp_path):
+def test_lost_node_requeues_its_points(two_gpu_nodes, half_spec, tmp_path):
+    """12 points in 4 batches, all in flight from the start (2 per worker): what the lost node had not
+    finished, the other worker runs."""
     cluster, nodes = two_gpu_nodes
     db = tmp_path / "results.db"
-    driver = Driver(load_spec(path=str(tiny_spec)), SweepOptions(db=str(db), progress=False), "t")
+    driver = Driver(load_spec(path=str(half_spec)), SweepOptions(db=str(db), progress=False), "t")
     removed = []
 
     def remove_a_busy_node():
@@ -50,7 +52,7 @@ def test_lost_node_requeues_its_points(two_gpu_nodes, tiny_spec, tmp_path):
     assert removed, "no worker was busy on a GPU node"
     rows = measurements(db)
     assert result.status == "finished"
-    assert len(rows) == TINY_POINTS and len({r[:5] for r in rows}) == TINY_POINTS
+    assert len(rows) == HALF_POINTS and len({r[:5] for r in rows}) == HALF_POINTS
     assert {status for *_, status in rows} == {"ok"}
     assert [f.kind for f in result.faults] == ["worker lost"]
     assert result.faults[0].recovery_s is None  # its node is gone: the sweep finished without it
