@@ -6,11 +6,13 @@
 
 Nothing is tuned at call time. The file is read once; each (shape, dtype, device) is decided once
 and remembered. A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
-and k), preferring shapes of the same bucket (`shape_bucket`: a decode-sized M, a skinny output
-with long K, or the rest), and at that shape the fastest entry whose config is legal for the
-actual problem (the variant's own pruning rules: an unaligned N rules out TMA, a short K rules
-out a split). Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file does not
-know, or no file at all, runs torch.matmul after a one-time warning.
+and k), preferring shapes whose rows are aligned as the problem's are (16-byte rows or not:
+`kernels.space.unaligned_rows` says why that decides between cuBLAS and TMA), then shapes of the
+same bucket (`shape_bucket`: a decode-sized M, a skinny output with long K, or the rest), and at
+that shape the fastest entry whose config is legal for the actual problem (the variant's own
+pruning rules: an unaligned N rules out TMA, a short K rules out a split), its GROUP_SIZE_M cut to
+the problem's tile rows. Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file
+does not know, or no file at all, runs torch.matmul after a one-time warning.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
 from kernels.persistent_tma import TmaUnsupported
 from kernels.registry import UnknownVariantError, get_variant
-from kernels.space import Problem, dtype_name
+from kernels.space import Problem, dtype_name, effective_group_m, unaligned_rows
 from kernels.tuned import TunedConfigs, TunedEntry
 
 BEST_CONFIGS_ENV = "FARM_BEST_CONFIGS"
@@ -101,12 +103,16 @@ class Dispatcher:
                 message = f"no tuned configs for {gpu_name} ({dtype_name(dtype)}); using torch.matmul"
                 warnings.warn(f"kernels.matmul: {message}", stacklevel=4)
             return Choice(LIBRARY, LIBRARY_CONFIG, None)
-        bucket = shape_bucket(m, n, k)
+        problem = Problem(m, n, k, dtype)
+        aligned, bucket = unaligned_rows(problem) is None, shape_bucket(m, n, k)
         order = sorted(
             shapes,
-            key=lambda s: (shape_bucket(*s) != bucket, shape_distance(s, (m, n, k))),
+            key=lambda s: (
+                (unaligned_rows(Problem(*s, dtype)) is None) != aligned,
+                shape_bucket(*s) != bucket,
+                shape_distance(s, (m, n, k)),
+            ),
         )
-        problem = Problem(m, n, k, dtype)
         for shape in order:
             for entry in shapes[shape]:
                 if entry.variant == LIBRARY:
@@ -115,8 +121,10 @@ class Dispatcher:
                     variant = get_variant(entry.variant)
                 except UnknownVariantError:  # a plugin's variant, not loaded in this program
                     continue
-                if variant.space.prune(entry.config, problem) is None:
-                    return Choice(entry.variant, entry.config, shape)
+                # A group taller than the problem's tile rows walks them as group_m = rows does.
+                config = effective_group_m(entry.config, problem)
+                if variant.space.prune(config, problem) is None:
+                    return Choice(entry.variant, config, shape)
         return Choice(LIBRARY, LIBRARY_CONFIG, None)
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -89,6 +89,46 @@ def test_configs_illegal_for_the_problem_are_skipped(best):
     assert dispatch.choose(96, 97, 96, torch.float16, GPU).variant == "grouped"
 
 
+def test_unaligned_rows_prefer_a_tuned_shape_that_is_unaligned_too(tmp_path):
+    """cuBLAS runs 2-4x slower where rows are not 16-byte aligned (docs/bench/h200.csv): an aligned
+    shape's cuBLAS win says nothing there, however near it is."""
+    dispatch = Dispatcher.load(
+        _write(
+            tmp_path,
+            [
+                _entry((64, 64, 64), "cublas", 0.010),
+                _entry((64, 64, 64), "grouped", 0.012, SMALL),
+                _entry((96, 96, 100), "grouped", 0.020, SMALL),  # K = 100 halves: 200 B rows
+                _entry((96, 96, 100), "cublas", 0.050),
+            ],
+        )
+    )
+    # 64x64x66 is nearer 64^3 (0.03 against 0.86 in log space) but, like 96x96x100, unaligned.
+    assert dispatch.choose(64, 64, 66, torch.float16, GPU).tuned_shape == (96, 96, 100)
+    assert dispatch.choose(64, 64, 66, torch.float16, GPU).variant == "grouped"
+    assert dispatch.choose(64, 64, 72, torch.float16, GPU).variant == "cublas"  # control: aligned
+    # N = 97 unaligned, 96x96x100 too: it serves, not the aligned 64^3 either.
+    assert dispatch.choose(64, 97, 64, torch.float16, GPU).tuned_shape == (96, 96, 100)
+
+
+def test_a_group_taller_than_the_problem_is_cut_to_its_tile_rows(device, tmp_path):
+    """group_m 8 tuned on 8 tile rows serves a problem of 3 (and of 1) instead of being refused."""
+    tall = SMALL.replace(group_m=8)
+    dispatch = Dispatcher.load(
+        _write(
+            tmp_path, [_entry((128, 128, 64), "grouped", 0.010, tall), _entry((128, 128, 64), "cublas", 0.02)]
+        )
+    )
+    choice = dispatch.choose(48, 128, 64, torch.float16, GPU)
+    assert (choice.variant, choice.config) == ("grouped", tall.replace(group_m=3))
+    assert dispatch.choose(16, 128, 64, torch.float16, GPU).config == tall.replace(group_m=1)
+    gen = torch.Generator().manual_seed(2)
+    a = torch.randn((48, 64), generator=gen).half().to(device)
+    b = torch.randn((64, 128), generator=gen).half().to(device)
+    c = Dispatcher.load(tmp_path / "best.json", gpu_name=GPU)(a, b)
+    assert check_accuracy(c, reference_matmul(a, b), a.dtype, 64).ok
+
+
 def test_unknown_gpu_warns_once_and_uses_torch(best):
     dispatch = Dispatcher.load(best, gpu_name="NVIDIA B200")
     a, b = torch.randn(8, 16), torch.randn(16, 8)
