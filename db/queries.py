@@ -86,10 +86,11 @@ def conditions(v: TableClause, **filters: Any) -> list[ColumnElement[bool]]:
     return conds
 
 
-def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """Give known columns one pandas type whichever backend produced them (db.views.COLUMN_KINDS)."""
+def normalize(df: pd.DataFrame, kind_of=COLUMN_KINDS.get) -> pd.DataFrame:
+    """Give known columns one pandas type whichever backend produced them (db.views.COLUMN_KINDS);
+    `kind_of` maps a column's name to its kind."""
     for col in df.columns:
-        kind = COLUMN_KINDS.get(col)
+        kind = kind_of(col)
         if kind == "int":
             df[col] = pd.to_numeric(df[col]).astype("Int64")
         elif kind == "float":
@@ -605,17 +606,13 @@ def splitk_best(
 
 
 def _normalize_prefixed(df: pd.DataFrame) -> pd.DataFrame:
-    """normalize() for columns named PREFIX_COLUMN (unsplit_ms, split_block_m, ...)."""
-    for col in df.columns:
-        base = col.split("_", 1)[1] if col.split("_", 1)[0] in SPLITK_KINDS else col
-        kind = COLUMN_KINDS.get(base)
-        if kind == "int":
-            df[col] = pd.to_numeric(df[col]).astype("Int64")
-        elif kind == "float":
-            df[col] = pd.to_numeric(df[col]).astype("float64")
-        elif kind == "bool":
-            df[col] = df[col].astype("boolean")
-    return normalize(df)
+    """normalize() for columns named PREFIX_COLUMN (unsplit_ms, split_block_m, ...) too."""
+
+    def kind_of(col: str) -> str | None:
+        prefix, _, base = col.partition("_")
+        return COLUMN_KINDS.get(base if prefix in SPLITK_KINDS else col)
+
+    return normalize(df, kind_of)
 
 
 # ---- what the dashboard asks beyond the views ----
