@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The farm on a real GPU (docs/perf-notes.md, visit 2). Two parts, each under the device's
-# 10-minute limit; results land in $OUT.
-#   bench/farm_gpu.sh splitk    splitk preset twice (repeatability), the serial loop over the
-#                               same points (throughput), and a kernel that crashes its worker
-#   bench/farm_gpu.sh grouping  grouping preset twice
+# A preset swept on a real GPU from an empty Triton cache, for repeatability (issue #13): one device
+# call per run, each under the device's 10-minute limit, the database left in $OUT.
+#   bench/farm_gpu.sh grouping 1      # about 5.5 min on one H200 (visit 19: 171 s on two)
+#   bench/farm_gpu.sh grouping 2
+#   python bench/compare_runs.py grouping-1.db grouping-2.db    # here: time, gains, energy vs the bars
+#   bench/farm_gpu.sh splitk 1        # adds the serial compile + do_bench loop over the same points
 set -u
 source .devdeps/on-device.sh
 export PYTHONUNBUFFERED=1
 O=${OUT:-/tmp/farm-out}
 mkdir -p "$O"
-farm=(python -m cli)
+preset=${1:-grouping}
+run=${2:-1}
 step() {
   local limit=$1; shift
   echo "== $* (limit ${limit}s)"
@@ -17,19 +19,11 @@ step() {
   timeout "$limit" "$@"
   echo "== rc=$? wall=$((SECONDS - start)) s"
 }
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
-case "${1:-splitk}" in
-  splitk)
-    step 170 "${farm[@]}" sweep --preset splitk --db "$O/run1.db" --no-progress
-    step 170 python bench/serial_loop.py --preset splitk --out "$O/serial_splitk.json" --limit-s 150
-    step 130 "${farm[@]}" sweep --preset splitk --db "$O/run2.db" --no-progress
-    step 80 "${farm[@]}" sweep --spec bench/oob.yaml --plugin bench/plugins/oob_store.py --db "$O/oob.db" --no-progress
-    python bench/compare_runs.py "$O/run1.db" "$O/run2.db" --serial "$O/serial_splitk.json"
-    ;;
-  grouping)
-    step 200 "${farm[@]}" sweep --preset grouping --db "$O/run1.db" --no-progress
-    step 200 "${farm[@]}" sweep --preset grouping --db "$O/run2.db" --no-progress
-    python bench/compare_runs.py "$O/run1.db" "$O/run2.db"
-    ;;
-esac
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+gpu_state() { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; }
+gpu_state
+step 540 env TRITON_CACHE_DIR="$(mktemp -d)" python -m cli sweep --preset "$preset" --db "$O/$preset-$run.db" --no-progress
+if [ "$preset" = splitk ] && [ "$run" = 1 ]; then
+  step 150 env TRITON_CACHE_DIR="$(mktemp -d)" python bench/serial_loop.py --preset splitk --out "$O/serial_splitk.json" \
+    --limit-s 140
+fi
+gpu_state

@@ -757,7 +757,8 @@ def measurement_details(conn: Connection, *, ids: Sequence[int]) -> pd.DataFrame
     return df
 
 
-_GAIN_KEY = (*_SHAPE_ORDER, "variant", "block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages")
+# What a grouping gain pairs on (besides group_m): the shape and the block config.
+GAIN_KEY = (*_SHAPE_ORDER, "variant", "block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages")
 _GAIN_ROW = ("id", "ms", "joules_per_launch", "timing_regime")
 
 
@@ -780,13 +781,13 @@ def grouping_gain(
     grouped = select(r.c.variant).where(*scope, r.c.group_m > 1).distinct()
     ranked = (
         select(
-            *(r.c[c] for c in _GAIN_KEY),
+            *(r.c[c] for c in GAIN_KEY),
             r.c.group_m,
             *(trusted_energy(r, c) if c in ENERGY_COLUMNS else r.c[c] for c in _GAIN_ROW),
             r.c.operand_bytes,
             r.c.l2_bytes,
             func.row_number()
-            .over(partition_by=[*(r.c[c] for c in _GAIN_KEY), r.c.group_m], order_by=(r.c.ms, r.c.id))
+            .over(partition_by=[*(r.c[c] for c in GAIN_KEY), r.c.group_m], order_by=(r.c.ms, r.c.id))
             .label("rn"),
         )
         .where(*scope, r.c.ms.is_not(None), r.c.variant.in_(grouped))
@@ -794,15 +795,15 @@ def grouping_gain(
     )
     cols = [c for c in ranked.c if c.name != "rn"]
     best = frame(conn, select(*cols).where(ranked.c.rn == 1))
-    base = best[best.group_m == 1][[*_GAIN_KEY, *_GAIN_ROW]]
-    out = best[best.group_m > 1].merge(base, on=list(_GAIN_KEY), suffixes=("", "_group1"))
+    base = best[best.group_m == 1][[*GAIN_KEY, *_GAIN_ROW]]
+    out = best[best.group_m > 1].merge(base, on=list(GAIN_KEY), suffixes=("", "_group1"))
     out = out.rename(columns={"joules_per_launch_group1": "joules_group1"})
     out["operand_to_l2"] = out.operand_bytes.astype("float64") / out.l2_bytes.astype("float64")
     out["time_gain"] = out.ms_group1 / out.ms
     # Rows stored with 0 J (NVML's counter did not tick in a short block) have no known energy.
     metered = (out.joules_group1 > 0) & (out.joules_per_launch > 0)
     out["energy_gain"] = (out.joules_group1 / out.joules_per_launch).where(metered)
-    return out.sort_values([*_GAIN_KEY, "group_m"]).reset_index(drop=True)
+    return out.sort_values([*GAIN_KEY, "group_m"]).reset_index(drop=True)
 
 
 SIDES = ("unsplit", "split")

@@ -1,0 +1,56 @@
+"""bench/compare_runs.py: two sweeps of the same points against issue #13's repeatability bars."""
+
+import pytest
+
+from bench.compare_runs import gain_difference, main, read_run, time_deviation
+from tests.samples import H200, Batch, build, record
+
+SHAPE = (8192, 8192, 8192)
+
+
+def _run(path, factor_group1: float, watts: float):
+    """tiled and grouped points of one shape: group_m 1 at 10 ms x factor, group_m 8 at 9 ms (gain
+    1.111 x factor), and one cuBLAS point; energy at `watts` on the grouped ones."""
+    records = [
+        record("grouped", SHAPE, ms=10.0 * factor_group1, group_m=1, avg_watts=watts),
+        record("grouped", SHAPE, ms=9.0, group_m=8, avg_watts=watts),
+        record("tiled", SHAPE, ms=11.0),
+        record("cublas", SHAPE, ms=8.0),
+    ]
+    return build(path, [Batch(H200, records, sweep="grouping")])
+
+
+def test_time_gain_and_energy_differences_between_two_runs(tmp_path, capsys):
+    first = _run(tmp_path / "run1.db", factor_group1=1.0, watts=690.0)
+    second = _run(tmp_path / "run2.db", factor_group1=1.03, watts=700.0)
+    (p1, g1), (p2, g2) = read_run(str(first)), read_run(str(second))
+
+    both = time_deviation(p1, p2).set_index("variant")
+    assert len(both) == 4  # the two grouped configs, tiled, cuBLAS
+    grouped = both.loc["grouped"].sort_values("dev")
+    assert list(grouped.dev) == pytest.approx([0.0, 1 - 1 / 1.03])
+    assert both.loc["tiled"].dev == 0.0
+    # joules = watts x ms: 690 x 9 against 700 x 9 at group_m 8, 690 x 10 against 700 x 10.3 at 1
+    assert list(grouped.energy_dev) == pytest.approx([1 - 690 / 700, 1 - 6900 / 7210])
+    assert both.loc[["tiled", "cublas"]].energy_dev.isna().all()
+
+    gains = gain_difference(g1, g2)
+    assert len(gains) == 1 and gains.group_m.item() == 8
+    assert gains.time_gain_1.item() == 10.0 / 9.0
+    assert abs(gains["diff"].item() - 0.3 / 9.0) < 1e-12  # 10.3/9 - 10/9
+
+    main([str(first), str(second)])
+    out = capsys.readouterr().out
+    assert "run 1 vs run 2: 4 common points" in out
+    assert "grouping gains: 1 pairs; median |gain1-gain2| 0.033, 0% within 0.02" in out
+    assert "energy per launch: 2 of 4 points read on both sides" in out
+
+
+def test_identical_runs_meet_every_bar(tmp_path, capsys):
+    first = _run(tmp_path / "a.db", factor_group1=1.0, watts=690.0)
+    second = _run(tmp_path / "b.db", factor_group1=1.0, watts=690.0)
+    main([str(first), str(second)])
+    out = capsys.readouterr().out
+    assert "median |t1/t2-1| 0.00%" in out
+    assert "median |gain1-gain2| 0.000, 100% within 0.02" in out
+    assert "median |e1/e2-1| 0.00% (bar 3%), 100% within it" in out
