@@ -139,12 +139,25 @@ def _field(loc: tuple) -> str:
     return out or "(top level)"
 
 
+def _yaml_problem(exc: yaml.YAMLError, source: str) -> str:
+    """`spec.yaml:3:1: not valid YAML: <problem> (<context> at line L, column C)`: PyYAML's own text
+    names the file "<unicode string>" and spans five lines."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return f"{source}: not valid YAML: {exc}"
+    text = f"{source}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {exc.problem}"
+    context = getattr(exc, "context_mark", None)
+    if exc.context and context is not None:
+        text += f" ({exc.context} at line {context.line + 1}, column {context.column + 1})"
+    return text
+
+
 def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
     try:
         data = yaml.safe_load(text)
         root = yaml.compose(text)
     except yaml.YAMLError as exc:
-        raise SpecError(f"{source}: not valid YAML: {exc}") from None
+        raise SpecError(_yaml_problem(exc, source)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a spec is a YAML mapping with name, dtypes, variants, shapes, configs")
     try:

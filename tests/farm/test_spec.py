@@ -40,7 +40,15 @@ timing: {target_ci: 2}
     ("text", "message"),
     [
         pytest.param("- just a list", "a spec is a YAML mapping", id="not-a-mapping"),
-        pytest.param("name: [unclosed", "not valid YAML", id="bad-yaml"),
+        pytest.param(
+            "name: x\nvariants: [tiled\n",
+            r"^s\.yaml:3:1: not valid YAML: expected ',' or '\]', but got '<stream end>' "
+            r"\(while parsing a flow sequence at line 2, column 11\)$",
+            id="bad-yaml",
+        ),
+        pytest.param(
+            "name: x\n\tdtypes: [bfloat16]", r"^s\.yaml:2:1: not valid YAML: found character '\\t'", id="tab"
+        ),
         pytest.param(
             "name: x\ndtypes: []\nvariants: [tiled]\nshapes: [{m: 1, n: 1, k: 1}]",
             "dtypes: List should have at least 1 item",
