@@ -17,7 +17,7 @@ import shlex
 import sys
 from collections import Counter
 
-from db.engine import display_target, mask_passwords
+from db.engine import check_target, display_target, mask_passwords
 from farm.errors import UserError
 
 STATUS_ORDER = ("ok", "wrong", "compile_error", "launch_error", "crashed", "timeout")
@@ -106,6 +106,9 @@ def handle(args: argparse.Namespace) -> int:
         )
         return 0
     check_variants(spec)  # before anything starts
+    # The database too: a wrong URL or an unreachable server fails in well under a second here, not
+    # after Ray and the workers have started (6-20 s on an H200 host, docs/perf-notes.md).
+    check_target(args.db)
     options = SweepOptions(
         db=args.db,
         plugins=args.plugin,

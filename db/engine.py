@@ -72,6 +72,17 @@ def make_engine(target: str, *, readonly: bool = False) -> Engine:
     return engine
 
 
+def check_target(target: str) -> None:
+    """Raise DatabaseError now if `target` cannot be opened for writing: a SQLite path is checked
+    without creating anything, a server by connecting once (a wrong URL, an unreachable host or a
+    bad password). What a command calls before starting slower work that would be lost."""
+    url = _parse(target)
+    if url.get_backend_name() == "sqlite":
+        _sqlite_path(url, target, readonly=False)
+    else:
+        make_engine(target).dispose()
+
+
 def describe(engine: Engine) -> str:
     """The target as a user would type it back: the SQLite path, or the URL without its password."""
     if engine.dialect.name == "sqlite":

@@ -134,6 +134,34 @@ def test_bad_input_exits_2_and_leaves_the_database_alone(tmp_path, capsys, args,
     assert not (tmp_path / "results.db-wal").exists() or existing_db
 
 
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            "{tmp}/missing/results.db",
+            "cannot open {tmp}/missing/results.db: folder {tmp}/missing does not exist",
+        ),
+        (
+            "postgresql://farm:secret@127.0.0.1:{port}/farm",
+            "cannot connect to postgresql+psycopg://farm:***@127",
+        ),
+    ],
+    ids=["sqlite-folder-missing", "postgresql-unreachable"],
+)
+def test_a_database_that_cannot_open_fails_before_ray_starts(tmp_path, capsys, monkeypatch, target, message):
+    from bench.ports import free_port
+
+    write_spec(tmp_path)
+    monkeypatch.setattr(
+        SweepOptions, "launch", lambda *a: pytest.fail("Ray started before the database was checked")
+    )
+    values = dict(tmp=tmp_path, port=free_port())
+    assert farm(["sweep", "--spec", str(tmp_path / "tiny.yaml"), "--db", target.format(**values)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message.format(**values) in err
+    assert "secret" not in err
+
+
 def test_dry_run_prints_the_pruned_grid_without_ray_or_database(tmp_path, capsys, tiny_spec):
     db = tmp_path / "never.db"
     assert farm(["sweep", "--spec", str(tiny_spec), "--db", str(db), "--dry-run"]) == 0
