@@ -1,6 +1,6 @@
 """Repeatability: the same points in two result databases (or a serial-loop JSON), against issue #13's bars.
 
-    python bench/compare_runs.py run1.db run2.db [--serial serial.json]
+    python bench/compare_runs.py run1.db run2.db [--serial serial.json] [--by-shape]
 
 Over the `ok` points both runs measured (the same variant, dtype, shape and config):
 - time: median and 90th percentile of |t1/t2 - 1|, overall and per variant (bar: median <= 1%);
@@ -9,6 +9,8 @@ Over the `ok` points both runs measured (the same variant, dtype, shape and conf
   pair within 0.02);
 - energy per launch (trusted readings on both sides): median |e1/e2 - 1| and the share within 3%
   (bar: 3%).
+--by-shape adds a table per shape: points, time scatter, the share throttled, gain pairs and their
+differences (where the power limiter acts, the scatter grows: docs/perf-notes.md, session 6).
 Either argument may be a database URL (postgresql://...); both are opened read-only.
 """
 
@@ -39,7 +41,9 @@ def read_run(target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     try:
         with engine.connect() as conn:
             r = view("results")
-            stmt = select(*(r.c[c] for c in POINT), r.c.ms, trusted_energy(r, "joules_per_launch"))
+            stmt = select(
+                *(r.c[c] for c in POINT), r.c.ms, r.c.throttled, trusted_energy(r, "joules_per_launch")
+            )
             points = frame(conn, stmt.where(r.c.status == "ok", r.c.ms.is_not(None)))
             gains = grouping_gain(conn)
     finally:
@@ -108,6 +112,30 @@ def report_gains(gains: pd.DataFrame) -> list[str]:
     return lines
 
 
+def by_shape(points: pd.DataFrame, gains: pd.DataFrame) -> list[str]:
+    """Per shape: the time scatter of its points and the differences of its gain pairs."""
+    shape = ["dtype", "m", "n", "k"]
+    lines = [
+        "| shape | points | median abs(t1/t2 - 1) | p90 | throttled | gain pairs | median abs(gain1 - gain2) "
+        "| within 0.02 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, sub in points.groupby(shape):
+        pairs = gains.merge(pd.DataFrame([key], columns=shape), on=shape)["diff"]
+        gain_cells = (
+            f"{len(pairs)} | {pairs.median():.3f} | {(pairs <= GAIN_BAR).mean():.0%}"
+            if len(pairs)
+            else "0 | | "
+        )
+        share = sub.throttled_1.astype("boolean").mean()  # rows that never read NVML: unknown
+        throttled = "n/a" if pd.isna(share) else f"{share:.0%}"
+        lines.append(
+            f"| {key[0]} {key[1]}x{key[2]}x{key[3]} | {len(sub)} | {sub.dev.median():.2%} | "
+            f"{sub.dev.quantile(0.9):.2%} | {throttled} | {gain_cells} |"
+        )
+    return lines
+
+
 def serial_points(path: str) -> pd.DataFrame:
     """A bench/serial_loop.py JSON's timed points, in read_run's columns (no energy)."""
     rows = [r for r in json.loads(Path(path).read_text())["rows"] if "ms" in r]
@@ -120,6 +148,7 @@ def serial_points(path: str) -> pd.DataFrame:
             "k": [r["k"] for r in rows],
             "config_key": [r["config_key"] for r in rows],
             "ms": [r["ms"] for r in rows],
+            "throttled": False,
             "joules_per_launch": float("nan"),
         }
     )
@@ -132,10 +161,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("first", help="a results database (path or URL)")
     parser.add_argument("second", help="a results database (path or URL)")
     parser.add_argument("--serial", help="a bench/serial_loop.py JSON to compare the first run with")
+    parser.add_argument("--by-shape", action="store_true", help="also a table per shape (markdown)")
     args = parser.parse_args(argv)
     (points1, gains1), (points2, gains2) = read_run(args.first), read_run(args.second)
-    lines = report("run 1 vs run 2", time_deviation(points1, points2))
-    lines += report_gains(gain_difference(gains1, gains2))
+    points, gains = time_deviation(points1, points2), gain_difference(gains1, gains2)
+    lines = report("run 1 vs run 2", points) + report_gains(gains)
+    if args.by_shape:
+        lines += by_shape(points, gains)
     if args.serial:
         lines += report("farm run 1 vs serial do_bench", time_deviation(points1, serial_points(args.serial)))
     print("\n".join(lines))

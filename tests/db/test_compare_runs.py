@@ -13,9 +13,9 @@ def _run(path, factor_group1: float, watts: float):
     1.111 x factor), and one cuBLAS point; energy at `watts` on the grouped ones."""
     records = [
         record("grouped", SHAPE, ms=10.0 * factor_group1, group_m=1, avg_watts=watts),
-        record("grouped", SHAPE, ms=9.0, group_m=8, avg_watts=watts),
-        record("tiled", SHAPE, ms=11.0),
-        record("cublas", SHAPE, ms=8.0),
+        record("grouped", SHAPE, ms=9.0, group_m=8, avg_watts=watts, throttled=True),
+        record("tiled", SHAPE, ms=11.0, throttled=False),
+        record("cublas", SHAPE, ms=8.0, throttled=False),
     ]
     return build(path, [Batch(H200, records, sweep="grouping")])
 
@@ -44,6 +44,16 @@ def test_time_gain_and_energy_differences_between_two_runs(tmp_path, capsys):
     assert "run 1 vs run 2: 4 common points" in out
     assert "grouping gains: 1 pairs; median |gain1-gain2| 0.033, 0% within 0.02" in out
     assert "energy per launch: 2 of 4 points read on both sides" in out
+
+
+def test_by_shape_table(tmp_path, capsys):
+    first = _run(tmp_path / "run1.db", factor_group1=1.0, watts=690.0)
+    second = _run(tmp_path / "run2.db", factor_group1=1.03, watts=700.0)
+    main([str(first), str(second), "--by-shape"])
+    row = capsys.readouterr().out.splitlines()[-1]
+    # 4 points: the group_m 1 point 2.9% off, the rest 0; 1 of the 3 read throttled (group_m 1: not
+    # read); one gain pair 0.033 apart
+    assert row == "| bfloat16 8192x8192x8192 | 4 | 0.00% | 2.04% | 33% | 1 | 0.033 | 0% |"
 
 
 def test_identical_runs_meet_every_bar(tmp_path, capsys):
