@@ -1,6 +1,7 @@
-"""Repeatability: the same points in two result databases (or a serial-loop JSON), against issue #13's bars.
+"""Repeatability: the same points in two result databases, against issue #13's bars.
 
-    python bench/compare_runs.py run1.db run2.db [--serial serial.json] [--by-shape]
+    python bench/compare_runs.py run1.db run2.db [--by-shape]
+    python bench/compare_runs.py run1.db serial.db      # the farm against bench/serial_loop.py's do_bench
 
 Over the `ok` points both runs measured (the same variant, dtype, shape and config):
 - time: median and 90th percentile of |t1/t2 - 1|, overall and per variant (bar: median <= 1%);
@@ -17,7 +18,6 @@ Either argument may be a database URL (postgresql://...); both are opened read-o
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -136,31 +136,12 @@ def by_shape(points: pd.DataFrame, gains: pd.DataFrame) -> list[str]:
     return lines
 
 
-def serial_points(path: str) -> pd.DataFrame:
-    """A bench/serial_loop.py JSON's timed points, in read_run's columns (no energy)."""
-    rows = [r for r in json.loads(Path(path).read_text())["rows"] if "ms" in r]
-    return pd.DataFrame(
-        {
-            "variant": [r["variant"] for r in rows],
-            "dtype": "bfloat16",
-            "m": [r["m"] for r in rows],
-            "n": [r["n"] for r in rows],
-            "k": [r["k"] for r in rows],
-            "config_key": [r["config_key"] for r in rows],
-            "ms": [r["ms"] for r in rows],
-            "throttled": False,
-            "joules_per_launch": float("nan"),
-        }
-    )
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("first", help="a results database (path or URL)")
     parser.add_argument("second", help="a results database (path or URL)")
-    parser.add_argument("--serial", help="a bench/serial_loop.py JSON to compare the first run with")
     parser.add_argument("--by-shape", action="store_true", help="also a table per shape (markdown)")
     args = parser.parse_args(argv)
     (points1, gains1), (points2, gains2) = read_run(args.first), read_run(args.second)
@@ -168,8 +149,6 @@ def main(argv: list[str] | None = None) -> None:
     lines = report("run 1 vs run 2", points) + report_gains(gains)
     if args.by_shape:
         lines += by_shape(points, gains)
-    if args.serial:
-        lines += report("farm run 1 vs serial do_bench", time_deviation(points1, serial_points(args.serial)))
     print("\n".join(lines))
 
 

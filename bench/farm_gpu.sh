@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# A preset swept on a real GPU from an empty Triton cache, for repeatability (issue #13): one device
-# call per run, each under the device's 10-minute limit, the database left in $OUT.
-#   bench/farm_gpu.sh grouping 1      # about 5.5 min on one H200 (visit 19: 171 s on two)
+# One run of a preset on a real GPU for issue #13: the farm's sweep, then bench/serial_loop.py's
+# compile + do_bench over the same points, each from an empty Triton cache, both into results
+# databases under $OUT. One device call per run (the grouping preset: about 5.5 + 1.5 minutes on one
+# H200), then, here:
+#   python bench/compare_runs.py grouping-1.db grouping-2.db --by-shape     # the farm's repeatability
+#   python bench/compare_runs.py serial-grouping-1.db serial-grouping-2.db  # do_bench's own
+#   python bench/compare_runs.py grouping-1.db serial-grouping-1.db         # the farm against do_bench
+# and the throughput bar from the two `wall=` lines (the sweep command against the serial loop).
+#   bench/farm_gpu.sh grouping 1
 #   bench/farm_gpu.sh grouping 2
-#   python bench/compare_runs.py grouping-1.db grouping-2.db    # here: time, gains, energy vs the bars
-#   bench/farm_gpu.sh splitk 1        # adds the serial compile + do_bench loop over the same points
 set -u
 source .devdeps/on-device.sh
 export PYTHONUNBUFFERED=1
@@ -21,9 +25,8 @@ step() {
 }
 gpu_state() { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; }
 gpu_state
-step 540 env TRITON_CACHE_DIR="$(mktemp -d)" python -m cli sweep --preset "$preset" --db "$O/$preset-$run.db" --no-progress
-if [ "$preset" = splitk ] && [ "$run" = 1 ]; then
-  step 150 env TRITON_CACHE_DIR="$(mktemp -d)" python bench/serial_loop.py --preset splitk --out "$O/serial_splitk.json" \
-    --limit-s 140
-fi
+step 420 env TRITON_CACHE_DIR="$(mktemp -d)" python -m cli sweep --preset "$preset" --db "$O/$preset-$run.db" --no-progress
+gpu_state
+step 150 env TRITON_CACHE_DIR="$(mktemp -d)" python bench/serial_loop.py --preset "$preset" --db "$O/serial-$preset-$run.db" \
+  --limit-s 140
 gpu_state

@@ -1,36 +1,79 @@
 """The baseline the farm must beat: a plain serial loop over the same points as a preset.
 
-    python bench/serial_loop.py --preset splitk --out $OUT/serial.json
+    python bench/serial_loop.py --preset splitk --db serial.db [--limit-s 140]
+    python bench/compare_runs.py farm.db serial.db          # times and grouping gains, point by point
+    python bench/compare_runs.py serial-1.db serial-2.db    # do_bench's own repeatability
 
 For each point, one after another: compile (the first launch), then `triton.testing.do_bench`'s
-median (25 ms warm-up, 100 ms of repetitions, L2 flushed). No accuracy check, no database, no
-interleaving: what a person would write first. Prints points per minute.
+median (25 ms warm-up, 100 ms of repetitions, L2 flushed). No accuracy check, no interleaving: what
+a person would write first. Each point becomes a row of a results database (timing_regime
+"do_bench", the GPU state read after it), so bench/compare_runs.py and the views read it as they
+read a sweep's. Prints points per minute.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 import triton
 
-from farm.plan import expand
+from bench.sample_db import Batch, build
+from db.records import Backend
+from farm.gpu import Gpu
+from farm.metrics import derived
+from farm.plan import code_versions, expand
 from farm.spec import load_spec
 from kernels import DTYPES, get_variant
 
+REGIME = "do_bench"
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--preset", required=True)
-    parser.add_argument("--out", required=True)
+
+def time_point(fn) -> float:
+    """do_bench's median in ms: 25 ms of warm-up, 100 ms of repetitions, L2 flushed between them."""
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def measured(p, ms: float, gpu: Gpu):
+    """The point's row as a sweep would store it, with the GPU's state read just after its timing."""
+    state = gpu.state()
+    return p.record(
+        "ok",
+        ms=ms,
+        timing_regime=REGIME,
+        backend=gpu.backend,
+        gpu_uuid=gpu.uuid,
+        worker="serial_loop",
+        sm_clock_mhz=state.sm_clock_mhz,
+        temperature_c=state.temperature_c,
+        throttled=state.throttled if state.sm_clock_mhz is not None else None,
+        throttle_reasons=state.reasons,
+        **derived(p.m, p.n, p.k, p.dtype, p.config, gpu.limits, None, ms),
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset")
+    source.add_argument("--spec", help="a spec file")
+    parser.add_argument("--db", required=True, help="the results database to write (a new file)")
     parser.add_argument("--limit-s", type=float, default=1e9, help="stop after this many seconds")
-    args = parser.parse_args()
-    points, _ = expand(load_spec(preset=args.preset))
-    device = torch.device("cuda")
-    inputs = {}
-    rows = []
+    args = parser.parse_args(argv)
+    spec = load_spec(preset=args.preset, path=args.spec)
+    points, _ = expand(spec)
+    versions = code_versions(spec.variants)
+    gpu = Gpu(Backend.CUDA if torch.cuda.is_available() else Backend.INTERPRETER)
+    inputs: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+    records = []
     start = time.perf_counter()
     for p in points:
         if time.perf_counter() - start > args.limit_s:
@@ -38,43 +81,27 @@ def main() -> None:
         key = (p.dtype, p.m, p.n, p.k)
         if key not in inputs:
             inputs.clear()
-            gen = torch.Generator(device=device).manual_seed(0)
-            inputs[key] = (
-                torch.randn((p.m, p.k), generator=gen, device=device).to(DTYPES[p.dtype]),
-                torch.randn((p.k, p.n), generator=gen, device=device).to(DTYPES[p.dtype]),
+            gen = torch.Generator(device=gpu.device).manual_seed(0)
+            inputs[key] = tuple(
+                torch.randn(size, generator=gen, device=gpu.device).to(DTYPES[p.dtype])
+                for size in ((p.m, p.k), (p.k, p.n))
             )
         a, b = inputs[key]
         launch = get_variant(p.variant).launch
         try:
             launch(a, b, p.config)  # compile
-            ms = triton.testing.do_bench(lambda: launch(a, b, p.config), return_mode="median")  # noqa: B023
+            ms = time_point(lambda: launch(a, b, p.config))  # noqa: B023
         except Exception as exc:
-            rows.append({"point": p.label(), "error": str(exc)[:200]})
-            continue
-        rows.append(
-            {
-                "point": p.label(),
-                "variant": p.variant,
-                "m": p.m,
-                "n": p.n,
-                "k": p.k,
-                "config_key": p.config.key,
-                "ms": ms,
-            }
-        )
+            records.append(p.record("launch_error", error=f"{type(exc).__name__}: {exc}"[:500]))
+        else:
+            records.append(measured(p, ms, gpu))
+        records[-1].code_version = versions[p.variant]
     seconds = time.perf_counter() - start
-    result = {
-        "preset": args.preset,
-        "points": len(rows),
-        "seconds": seconds,
-        "points_per_min": len(rows) / seconds * 60,
-        "rows": rows,
-    }
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=1)
+    build(args.db, [Batch(gpu.environment(), records, sweep=f"serial loop ({spec.name})")])
+    timed = sum(r.status == "ok" for r in records)
     print(
-        f"serial loop over {args.preset}: {len(rows)} points in {seconds:.0f} s = "
-        f"{result['points_per_min']:.0f} points/min"
+        f"serial loop over {spec.name}: {timed} of {len(records)} points timed in {seconds:.0f} s = "
+        f"{timed / seconds * 60:.0f} points/min -> {args.db}"
     )
 
 

@@ -64,3 +64,33 @@ def test_identical_runs_meet_every_bar(tmp_path, capsys):
     assert "median |t1/t2-1| 0.00%" in out
     assert "median |gain1-gain2| 0.000, 100% within 0.02" in out
     assert "median |e1/e2-1| 0.00% (bar 3%), 100% within it" in out
+
+
+def test_the_serial_loop_writes_a_run_that_compares(tmp_path, monkeypatch, capsys):
+    """bench/serial_loop.py's rows (launched for real, do_bench replaced by a fixed 2 ms) in a results
+    database that compare_runs pairs, grouping gains included."""
+    from bench import serial_loop
+
+    spec = tmp_path / "two.yaml"
+    spec.write_text(
+        "name: two\ndtypes: [bfloat16]\nvariants: [grouped, tiled]\nshapes: [{m: 24, n: 32, k: 40}]\n"
+        "configs: {block_m: [16], block_n: [16], block_k: [16], group_m: [1, 2], num_warps: [4],\n"
+        "          num_stages: [2]}\n"
+    )
+    launched = []
+
+    def fixed(fn):
+        launched.append(fn())
+        return 2.0
+
+    monkeypatch.setattr(serial_loop, "time_point", fixed)
+    for name in ("a.db", "b.db"):
+        serial_loop.main(["--spec", str(spec), "--db", str(tmp_path / name)])
+    assert len(launched) == 6 and all(c.shape == (24, 32) for c in launched)  # 3 points, twice
+    points, gains = read_run(str(tmp_path / "a.db"))
+    assert sorted(points.variant) == ["grouped", "grouped", "tiled"] and set(points.ms) == {2.0}
+    assert list(gains.time_gain) == [1.0] and gains.timing_regime.item() == serial_loop.REGIME
+    main([str(tmp_path / "a.db"), str(tmp_path / "b.db")])
+    out = capsys.readouterr().out
+    assert "run 1 vs run 2: 3 common points; median |t1/t2-1| 0.00%" in out
+    assert "grouping gains: 1 pairs; median |gain1-gain2| 0.000, 100% within 0.02" in out
