@@ -153,8 +153,8 @@ def warps_have_work(cfg: MatmulConfig, p: Problem) -> str | None:
 def unaligned_rows(p: Problem) -> str | None:
     """Why the rows of contiguous operands do not start on 16 bytes (K of A, N of B and C, times
     the itemsize), or None. TMA descriptors need it, and so do cuBLAS's fast kernels: on the H200
-    cuBLAS ran 2.0-4.4x slower than this project's padded TMA kernel at 4097^3, 4096x32001x4096,
-    2048x50257x768 and 2000x3000x1500 (docs/bench/h200.csv)."""
+    cuBLAS ran 2.0-4.4x slower than this project's best Triton kernel (`persistent_tma_pad` where it
+    was measured) at 4097^3, 4096x32001x4096, 2048x50257x768 and 2000x3000x1500 (docs/bench/h200.csv)."""
     for name, size in (("K", p.k), ("N", p.n)):
         if (size * p.elem_bytes) % TMA_ALIGN_BYTES:
             return f"{name}={size} x {p.elem_bytes} B is not a multiple of {TMA_ALIGN_BYTES} B (TMA strides)"
