@@ -5,14 +5,18 @@
         --save-best $OUT/best-squares-bf16.json
     # held-out shapes use only what the tuned suites chose (nearest tuned shape, never their own)
     python bench/vs_libraries.py --suite heldout --best best-*.json --out $OUT/heldout.csv
+    # or the farm's export and this run's quick tuning of the ragged suite together
+    farm export-best --db dashboard/demo/h200.db --out farm-best.json
+    python bench/vs_libraries.py --suite ragged heldout --best farm-best.json --out $OUT/ragged-heldout.csv
     # join the pieces, print the verdicts
     python bench/vs_libraries.py merge $OUT/*.csv --out docs/bench/h200.csv
 
 Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config.
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned
-there, held-out shapes too); ours_ms is what `kernels.matmul` runs: a best-configs file from
-`--best` (the farm's export, or `--save-best` of earlier pieces), else the quick tuning of this
-run. Every time is `triton.testing.do_bench`'s median with L2 flushed between launches.
+there, held-out shapes too); ours_ms is what `kernels.matmul` runs from the best-configs files of
+`--best` (the farm's export, or `--save-best` of earlier pieces) and the quick tuning of this run's
+tuned suites together. Every time is `triton.testing.do_bench`'s median with L2 flushed between
+launches.
 """
 
 from __future__ import annotations
@@ -176,14 +180,6 @@ def write_best(path: Path, entries: list[dict]) -> None:
     )
 
 
-def merge_best(paths: list[str], into: Path) -> Path:
-    entries = []
-    for p in paths:
-        entries += json.loads(Path(p).read_text())["entries"]
-    write_best(into, entries)
-    return into
-
-
 def run(args) -> list[Row]:
     from kernels import LIBRARY_CONFIG
     from kernels.dispatch import Dispatcher, device_name
@@ -193,10 +189,10 @@ def run(args) -> list[Row]:
     budget_end = start + args.budget_s
     rows: list[Row] = []
     tuned_entries: list[dict] = []
-    best_path = merge_best(args.best, Path(args.out).with_suffix(".best-in.json")) if args.best else None
+    given = [e for path in args.best for e in json.loads(Path(path).read_text())["entries"]]
     for suite in args.suite:
         heldout = suite == "heldout"
-        if heldout and best_path is None and not tuned_entries:
+        if heldout and not given and not tuned_entries:
             sys.exit("the heldout suite needs --best (or tuned suites earlier in the same run)")
         for dtype_name_ in args.dtypes:
             dtype = DTYPES[dtype_name_]
@@ -216,8 +212,7 @@ def run(args) -> list[Row]:
                 if not heldout:
                     library = _entry(device_name(device), dtype, m, n, k, "cublas", cublas, LIBRARY_CONFIG)
                     tuned_entries += [*entries, library]
-                source = best_path or _tmp_best(tuned_entries, args)
-                dispatch = Dispatcher.load(source)
+                dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
                 choice = dispatch.choose(m, n, k, dtype, device_name(device))
                 ours = bench(lambda: dispatch(a, b))  # noqa: B023
                 ind = math.nan if args.no_inductor else inductor_ms(a, b)
