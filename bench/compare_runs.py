@@ -25,6 +25,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd
+from sqlalchemy import select
+
+from db.queries import GAIN_KEY, frame, grouping_gain, trusted_energy, view
+from db.schema import open_engine
 
 POINT = ["variant", "dtype", "m", "n", "k", "config_key"]
 TIME_BAR, GAIN_BAR, ENERGY_BAR = 0.01, 0.02, 0.03
@@ -32,11 +36,6 @@ TIME_BAR, GAIN_BAR, ENERGY_BAR = 0.01, 0.02, 0.03
 
 def read_run(target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(ok points with ms and trusted joules_per_launch, grouping gains) of one results database."""
-    from sqlalchemy import select
-
-    from db.queries import frame, grouping_gain, trusted_energy, view
-    from db.schema import open_engine
-
     engine = open_engine(target, readonly=True)
     try:
         with engine.connect() as conn:
@@ -62,8 +61,6 @@ def time_deviation(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 
 def gain_difference(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    from db.queries import GAIN_KEY
-
     both = a.merge(b, on=[*GAIN_KEY, "group_m"], suffixes=("_1", "_2"))
     both["diff"] = (both.time_gain_1 - both.time_gain_2).abs()
     both["energy_diff"] = (both.energy_gain_1 - both.energy_gain_2).abs()
