@@ -23,7 +23,7 @@ from db.records import MeasurementRecord, Status
 from db.schema import ensure_current
 from db.writes import environment_id
 from farm import cluster
-from farm.faults import Fault, FaultPolicy, InFlight, failure_record, progress_deadline
+from farm.faults import GPU_PHASES, Fault, FaultPolicy, InFlight, failure_record, progress_deadline
 from farm.options import SweepOptions
 from farm.plan import Batch, Point, code_versions, expand, make_batches, pending
 from farm.plugins import load_plugin
@@ -289,12 +289,13 @@ class Driver:
         """Re-queue or settle every batch in flight on worker wi, then wait for Ray to restart it."""
         w = self.workers[wi]
         suspect_label = culprit
-        for ref, flight in list(self.inflight.items()):
-            if flight.worker != wi:
-                continue
+        flights = {ref: flight for ref, flight in self.inflight.items() if flight.worker == wi}
+        on_gpu = [flight for flight in flights.values() if flight.phase in GPU_PHASES]
+        for ref, flight in flights.items():
             del self.inflight[ref]
             w.inflight -= 1
-            outcome = self.fault_policy.lost(flight, kind, detail)
+            gpu_elsewhere = any(other is not flight for other in on_gpu)
+            outcome = self.fault_policy.lost(flight, kind, detail, gpu_elsewhere)
             if outcome.innocent:
                 self._requeue(outcome.innocent)
             self._requeue(outcome.retry, single=True)

@@ -59,10 +59,19 @@ class LostBatch:
     store: list[tuple[Point, MeasurementRecord]]  # settled: stored with this record
 
 
-def suspects(flight: InFlight) -> set[int]:
+# The phases in which a batch holds its worker's GPU (farm.worker: one batch at a time).
+GPU_PHASES = ("warmup", "check", "timing")
+
+
+def suspects(flight: InFlight, gpu_elsewhere: bool = False) -> set[int]:
     """The points that may have killed the worker: the one being checked, those being timed,
     or, while the batch was still compiling, all of it (a compiler crash, or a launcher that
-    kills its process even when asked only to compile)."""
+    kills its process even when asked only to compile).
+
+    A batch last heard `queued` is blamed only when no other batch of its worker was heard on the
+    GPU (`gpu_elsewhere`): then it held the GPU itself, checking its first unfinished point, and
+    that point's "check" report died with the process (the last reports a dying process yields
+    can be lost: a retry that killed its worker again ran a third time in one CI run)."""
     unfinished = set(range(len(flight.batch.points))) - flight.done
     if flight.phase == "compile":
         return unfinished
@@ -70,6 +79,8 @@ def suspects(flight: InFlight) -> set[int]:
         return {flight.current}
     if flight.phase == "timing":
         return set(flight.timing) & unfinished
+    if flight.phase == "queued" and not gpu_elsewhere and unfinished:
+        return {min(unfinished)}
     return set()
 
 
@@ -104,9 +115,10 @@ class FaultPolicy:
         self.attempts[key] += 1
         return self.attempts[key] < 2
 
-    def lost(self, flight: InFlight, kind: str, detail: str) -> LostBatch:
-        """The batch of a worker that died (`crashed`, `worker lost`) or hung (`timeout`)."""
-        blamed = suspects(flight)
+    def lost(self, flight: InFlight, kind: str, detail: str, gpu_elsewhere: bool = False) -> LostBatch:
+        """The batch of a worker that died (`crashed`, `worker lost`) or hung (`timeout`);
+        gpu_elsewhere: another batch of that worker was heard on the GPU (`suspects`)."""
+        blamed = suspects(flight, gpu_elsewhere)
         outcome = LostBatch(
             suspects=[flight.batch.points[i] for i in sorted(blamed)],
             innocent=[p for i, p in enumerate(flight.batch.points) if i not in flight.done | blamed],

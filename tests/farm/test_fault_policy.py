@@ -42,11 +42,30 @@ def flight(phase: str, *, done=(), current=None, timing=(), shape=(495, 333, 71)
         pytest.param(dict(phase="check", current=1, done={0}), {1}, id="check-the-current-point"),
         pytest.param(dict(phase="check", current=None), set(), id="check-before-a-point"),
         pytest.param(dict(phase="timing", timing=(0, 1, 2), done={1}), {0, 2}, id="timing-unfinished"),
-        pytest.param(dict(phase="queued", current=0), set(), id="queued-blames-nobody"),
+        pytest.param(dict(phase="queued", current=0), {0}, id="queued-alone-the-first-unfinished"),
+        pytest.param(dict(phase="queued", done={0}), {1}, id="queued-alone-past-the-done"),
     ],
 )
 def test_suspects_per_phase(state: dict, expected: set) -> None:
     assert suspects(flight(**state)) == expected
+
+
+def test_a_queued_batch_is_innocent_while_another_holds_the_gpu() -> None:
+    assert suspects(flight("queued"), gpu_elsewhere=True) == set()
+    outcome = FaultPolicy(VERSIONS).lost(flight("queued"), "worker lost", "actor died", gpu_elsewhere=True)
+    assert outcome.suspects == [] and len(outcome.innocent) == 3
+
+
+def test_a_retry_that_dies_before_its_check_is_heard_is_stored_not_run_again() -> None:
+    """A dying process's last reports can be lost: the lone retried point, heard only `queued`, is
+    the one that killed the worker again."""
+    policy = FaultPolicy(VERSIONS)
+    first = policy.lost(flight("check", current=1, done={0}), "worker lost", "actor died")
+    retry = first.retry[0]
+    alone = InFlight(Batch("bfloat16", 495, 333, 71, [retry], seed=0), 0, {}, phase="queued")
+    second = policy.lost(alone, "worker lost", "actor died")
+    assert second.retry == [] and second.innocent == []
+    assert [(p, r.status) for p, r in second.store] == [(retry, Status.CRASHED)]
 
 
 def test_crash_retries_each_suspect_once_then_stores_crashed() -> None:
