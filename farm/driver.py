@@ -23,7 +23,15 @@ from db.records import MeasurementRecord, Status
 from db.schema import ensure_current
 from db.writes import environment_id
 from farm import cluster
-from farm.faults import GPU_PHASES, Fault, FaultPolicy, InFlight, failure_record, progress_deadline
+from farm.faults import (
+    GPU_PHASES,
+    WORKER_LOST,
+    Fault,
+    FaultPolicy,
+    InFlight,
+    failure_record,
+    progress_deadline,
+)
 from farm.options import SweepOptions
 from farm.plan import Batch, Point, code_versions, expand, make_batches, pending
 from farm.plugins import load_plugin
@@ -229,7 +237,7 @@ class Driver:
             self._finish_batch(ref)
             return
         except ray.exceptions.RayActorError as exc:
-            self._worker_lost(ray, flight.worker, "worker lost", str(exc).splitlines()[0])
+            self._worker_lost(ray, flight.worker, WORKER_LOST, str(exc).splitlines()[0])
             return
         except ray.exceptions.RayTaskError as exc:  # the worker itself raised: a bug, retried once per point
             self._task_failed(ref, exc)

@@ -59,27 +59,31 @@ class LostBatch:
     store: list[tuple[Point, MeasurementRecord]]  # settled: stored with this record
 
 
+# The fault kind of a worker whose process died (Ray's RayActorError), not hung or poisoned.
+WORKER_LOST = "worker lost"
 # The phases in which a batch holds its worker's GPU (farm.worker: one batch at a time).
 GPU_PHASES = ("warmup", "check", "timing")
 
 
-def suspects(flight: InFlight, gpu_elsewhere: bool = False) -> set[int]:
+def suspects(flight: InFlight, gpu_elsewhere: bool = False, died: bool = False) -> set[int]:
     """The points that may have killed the worker: the one being checked, those being timed,
     or, while the batch was still compiling, all of it (a compiler crash, or a launcher that
     kills its process even when asked only to compile).
 
-    A batch last heard `queued` is blamed only when no other batch of its worker was heard on the
-    GPU (`gpu_elsewhere`): then it held the GPU itself, checking its first unfinished point, and
-    that point's "check" report died with the process (the last reports a dying process yields
-    can be lost: a retry that killed its worker again ran a third time in one CI run)."""
+    died: the worker's process is gone, and the last report it yielded may have gone with it (a
+    retry that killed its worker again, heard only `queued`, ran a third time in one CI run). So
+    the point after the one heard checked is a suspect too, and a batch last heard `queued` is
+    blamed (its first unfinished point) unless another batch of its worker was heard on the GPU
+    (`gpu_elsewhere`). A hung or poisoned worker still reports: it is where it was heard."""
     unfinished = set(range(len(flight.batch.points))) - flight.done
     if flight.phase == "compile":
         return unfinished
     if flight.phase == "check" and flight.current is not None:
-        return {flight.current}
+        after = [i for i in sorted(unfinished) if i > flight.current][:1] if died else []
+        return {flight.current, *after}
     if flight.phase == "timing":
         return set(flight.timing) & unfinished
-    if flight.phase == "queued" and not gpu_elsewhere and unfinished:
+    if flight.phase == "queued" and died and not gpu_elsewhere and unfinished:
         return {min(unfinished)}
     return set()
 
@@ -118,7 +122,7 @@ class FaultPolicy:
     def lost(self, flight: InFlight, kind: str, detail: str, gpu_elsewhere: bool = False) -> LostBatch:
         """The batch of a worker that died (`crashed`, `worker lost`) or hung (`timeout`);
         gpu_elsewhere: another batch of that worker was heard on the GPU (`suspects`)."""
-        blamed = suspects(flight, gpu_elsewhere)
+        blamed = suspects(flight, gpu_elsewhere, died=kind == WORKER_LOST)
         outcome = LostBatch(
             suspects=[flight.batch.points[i] for i in sorted(blamed)],
             innocent=[p for i, p in enumerate(flight.batch.points) if i not in flight.done | blamed],
