@@ -310,7 +310,7 @@ class Driver:
             for point, record in outcome.store:
                 self._store(point, record, wi)
             if outcome.suspects:
-                suspect_label = outcome.suspects[-1].label()
+                suspect_label = outcome.suspects[0].label()  # the one heard checked, before the one after it
         fault = Fault(kind, wi, suspect_label, time.monotonic(), old_pid=w.info.pid)
         self.faults.append(fault)
         log.warning("worker %d: %s (%s) %s", wi, kind, detail, suspect_label)
