@@ -80,7 +80,7 @@ def suspects(flight: InFlight, gpu_elsewhere: bool = False, died: bool = False) 
         return unfinished
     if flight.phase == "check" and flight.current is not None:
         after = [i for i in sorted(unfinished) if i > flight.current][:1] if died else []
-        return {flight.current, *after}
+        return {flight.current, *after} & unfinished  # its record may have come: then not it
     if flight.phase == "timing":
         return set(flight.timing) & unfinished
     if flight.phase == "queued" and died and not gpu_elsewhere and unfinished:

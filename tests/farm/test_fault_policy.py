@@ -57,6 +57,7 @@ def test_suspects_per_phase(state: dict, expected: set) -> None:
             dict(phase="check", current=0, done={1}), False, {0, 2}, id="check-and-the-next-unfinished"
         ),
         pytest.param(dict(phase="check", current=2), False, {2}, id="check-the-last"),
+        pytest.param(dict(phase="check", current=0, done={0}), False, {1}, id="checked-and-recorded"),
         pytest.param(dict(phase="queued"), False, {0}, id="queued-alone-the-first"),
         pytest.param(dict(phase="queued", done={0}), False, {1}, id="queued-alone-past-the-done"),
         pytest.param(dict(phase="queued"), True, set(), id="queued-behind-another-innocent"),
