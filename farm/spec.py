@@ -89,10 +89,11 @@ class Timing(_Strict):
     # interleaved: every config once per round (one shared power state); rest: single launches
     # after `rest_s` of idle GPU. README "What a measurement is".
     regime: Literal["steady", "interleaved", "rest"] = "steady"
-    # steady: the longest a config settles before its measured block (the power limiter's time scale)
-    max_settle_s: float = Field(default=1.5, gt=0)
-    # steady: passes at least for a config at the power limit, each settling again (more: steadier
-    # numbers, about 1 s more per point and pass on an H200)
+    # steady: the longest a config at the power limit runs before its measured block; the default
+    # (20 ms, the sub-block that finds the limit) settles nothing: settling steadied nothing on an
+    # H200 and cost 1.9 s a config (docs/perf-notes.md, visits 28-29)
+    max_settle_s: float = Field(default=0.02, gt=0)
+    # steady: passes at least for a config at the power limit (each about 0.5 s on an H200)
     limit_passes: PositiveInt = 1
     rest_s: float = Field(default=1.0, ge=0)
 

@@ -1,16 +1,22 @@
 """The timing regimes (stored on every row as `timing_regime`) and the stop rule, over farm.clock.
 
-- "steady" (default): each config in its own steady state under the power limit, which is what
-  do_bench and Triton's autotuner see. Settling sub-blocks run until NVML says the clock has
-  settled: at once where the GPU is below its power limit, else until the mean SM clock of two
-  successive sub-blocks agrees after at least min_settle_s (`settled`). Then a profiled block
-  gives the samples. Configs take their blocks in a fresh random order each pass, so slow drift is
-  spread; below the limit, later passes share measured blocks (`time_steady`).
-  Why: on an H200 at 16384^3, interleaving every config launch by launch shared one power
+- "steady" (default): each config in its own blocks of back-to-back launches, not interleaved
+  with others, which is what do_bench and Triton's autotuner see. A first 20 ms sub-block tells
+  whether the config holds the GPU below its power limit (NVML's throttle bits and power); below
+  it, later passes share measured blocks (`time_steady`); at it, one profiled 300 ms block gives
+  all the point's samples. Configs take their blocks in a fresh random order each pass.
+  Why blocks: on an H200 at 16384^3, interleaving every config launch by launch shared one power
   limiter state between them and shrank the group_m 8 gain from 1.13-1.17 (do_bench) to
   1.01-1.05; blocks of 20 back-to-back launches (260 ms) gave 1.14-1.17. At 8192 even 32 ms
   blocks stayed at 0.98-1.05 against 1.05-1.09: what counts is time on the limiter's scale
   (hundreds of ms), not a launch count. The GPU drew 684-692 W against its 700 W limit.
+  Why no settling by default (bench/limit_window.py, docs/perf-notes.md visits 28-29): settling
+  at the limit until NVML's mean clock stopped moving (0.4-1.5 s) cost 1.9 s a config and made
+  times and gains no steadier: over 6 alternating rounds at 8192-16384, settled 300 ms blocks
+  repeated to 1.14% a config and 0.022 a gain, unsettled ones to 0.99% and 0.017 in 0.5 s a
+  config; the unsettled gains were within 0.03 of do_bench's (rep 300 ms) on every shape, the
+  settled ones 0.047 over at 16384^3. `max_settle_s` above 20 ms brings the settling back
+  (`settled`).
 - "interleaved": rounds that launch every unfinished config once in random order (the farm's
   protocol before; the power state is shared, ratios shrink where the limiter acts). One
   profiler session spans the rounds, so profiling adds no idle gaps between them, and one
@@ -48,8 +54,8 @@ from farm.gpu import GpuState
 
 REGIMES = ("steady", "interleaved", "rest")
 # A measured block at the power limit holds at most this many launches (300 ms of 0.1 ms kernels
-# and their 70 us flushes: about 1,800); kernels shorter than that rarely reach the limit.
-MAX_LIMIT_BLOCK_LAUNCHES = 2_000
+# and their 70 us flushes: about 1,800); the host's head start caps it too (max_block_launches).
+MAX_LIMIT_BLOCK_LAUNCHES = 10_000
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -104,35 +110,33 @@ class TimingPolicy:
     target_ci: float = 0.005
     max_seconds_per_point: float = 1.0
     regime: str = "steady"
-    # steady: a block's settling sub-blocks and its measured block, in seconds of GPU work.
-    # 20 ms tells a GPU below its power limit (one sub-block, then measure); at the limit, sub-blocks
-    # of 100 ms until the mean clock of two in a row agrees within clock_tol (the limiter's time
-    # scale is hundreds of ms: H200, 16384^3, see the module docstring), 1.5 s at most. With a
-    # clock relaxing exponentially (time constant 0.2 s, tests/farm/test_measure.py), 1% left the
-    # ratio of two configs 1.1% off and 0.5% left it 0.5% off; NVML's clock moves in 15 MHz steps
-    # (1% at 1500 MHz), so the mean of the ~20 samples per sub-block is what is compared.
+    # steady: a block's sub-blocks and its measured block, in seconds of GPU work. 20 ms tells a
+    # GPU below its power limit (one sub-block, then measure).
     first_sub_block_s: float = 0.02
     # The batch's screen (`_screen`): each config this long back to back in one unprofiled block.
     screen_s: float = 0.005
     sub_block_s: float = 0.1
     measure_block_s: float = 0.1
-    # At the limit the measured block is longer, so that one pass can hold every sample: 300 ms is
-    # the do_bench run (rep 300 ms) that visit 16's grouping fidelity matched within 0.03 at n>=8192.
+    # At the limit the measured block is longer, so that one pass holds every sample: 300 ms, as
+    # the do_bench run (rep 300 ms) bench/fidelity.py takes for its reference. All its launches
+    # are samples: its last 100 alone (90-180 ms of a 300 ms block at 8192) repeated to 4.75% a
+    # config across rounds, all of them to 3.44% (visit 28).
     limit_block_s: float = 0.3
-    max_settle_s: float = 1.5
-    # At the limit, settle at least this long before the clocks may be compared. H200, 16384^3
-    # (docs/perf-notes.md, visit 12): stopping at the first two agreeing 100 ms sub-blocks left
-    # group_m 8 at 1582 MHz where 1 s blocks settle at 1422 MHz, and the gain at 1.20 against
-    # do_bench's 1.13; blocks of 300 ms and more gave 1.11-1.12.
+    # Settling at the limit: sub-blocks until this much has run. The default, one first sub-block,
+    # settles nothing (see the module docstring: settling cost 1.9 s a config and steadied
+    # nothing). Above it, sub-blocks of sub_block_s run until the mean SM clock of two in a row
+    # agrees within clock_tol after at least min_settle_s (H200, 16384^3, visit 12: stopping at
+    # the first two agreeing 100 ms sub-blocks left group_m 8 at 1582 MHz where 1 s blocks settled
+    # at 1422 MHz); NVML's clock moves in 15 MHz steps (1% at 1500 MHz), so the mean of the ~20
+    # samples per sub-block is compared.
+    max_settle_s: float = 0.02
     min_settle_s: float = 0.4
     clock_tol: float = 0.005
     # At the limit when the power limiter's throttle bit is set or the block drew this share of it.
     power_headroom: float = 0.95
     min_passes: int = 2
-    # Passes at least for a config at the limit (each pays its settling again). One by default: a
-    # pass costs 0.7-1.8 s there. Two grouping sweeps with one pass differed by a median 1.2% per
-    # point (p90 5.4%, visit 19), while bench/fidelity.py's 5 alternating rounds matched do_bench:
-    # more passes trade sweep time for repeatability.
+    # Passes at least for a config at the limit. One by default: two settled 300 ms passes per
+    # round repeated no better than one (gain sd 0.053 against 0.030 over 5 rounds, visit 28).
     limit_passes: int = 1
     max_passes: int = 20
     # rest: host seconds the GPU idles before each single launch.
@@ -140,10 +144,11 @@ class TimingPolicy:
     # Energy is stored only for a point metered this long. NVML's energy counter integrates power
     # it samples 25 ms out of every 100 ms on A100/H100-class GPUs (arXiv 2312.02741), so a span's
     # ends are uncertain by tens of ms: visit 19's per-block energy (20-300 ms blocks) differed by
-    # a median 17% between two sweeps of the same points. 0.5 s holds five such windows: a settled
-    # config at the limit (two 100 ms sub-blocks and a 300 ms block, whatever max_reps) has it, a
-    # below-limit config sharing blocks does not.
-    min_metered_s: float = 0.5
+    # a median 17% between two sweeps of the same points. 0.3 s holds three such windows: a config
+    # at the limit (its 20 ms sub-block and its 300 ms block) has it, a below-limit config sharing
+    # blocks does not. Two grouping sweeps (visits 30-31) stored energy on 33 and 40 of 328
+    # points, 12 in both, differing by a median 9%: treat it as a rough figure.
+    min_metered_s: float = 0.3
 
     def __post_init__(self) -> None:
         if self.regime not in REGIMES:
@@ -246,7 +251,10 @@ def estimate_seconds(policy: TimingPolicy, host_s: float) -> float:
     """The longest one point's timing should take (the driver's deadline is a multiple of it)."""
     if policy.regime == "steady":
         one_pass = (
-            policy.first_sub_block_s + policy.max_settle_s + policy.sub_block_s + policy.measure_block_s
+            policy.first_sub_block_s
+            + policy.max_settle_s
+            + policy.sub_block_s
+            + max(policy.measure_block_s, policy.limit_block_s)
         )
         passes = max(policy.min_passes, policy.limit_passes)
         return max(policy.max_seconds_per_point, passes * one_pass) + one_pass
@@ -533,19 +541,17 @@ def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewes
     gpu_s = p.launch_s or 0.0
     p.at_limit = bool(history) and not p.below_limit
     if p.at_limit:
-        # The last two sub-blocks agreed on the clock: the config was already in the steady state
-        # it is measured in, so they lengthen the energy reading's span (0.2 s more, contiguous).
+        # The last sub-blocks ran the config as its measured block does, just before it: they
+        # lengthen the energy reading's span (contiguous).
         for h in history[-2:]:
             p.meter(h.readings)
-        # A settled config at the limit takes all its samples at once (a pass costs it min_settle_s
-        # of settling or more): one pass where the stop rule allows, as do_bench's one run does.
-        # The block fills limit_block_s even past max_reps launches, and its samples are its last
-        # max_reps: visit 22's splitk preset capped 0.7 ms kernels at 100 launches (73 ms), so no
-        # config reached min_metered_s and 1 of 588 rows had energy.
+        # A config at the limit takes all its samples at once, in one block that fills
+        # limit_block_s whatever max_reps (visit 22's splitk preset capped 0.7 ms kernels at 100
+        # launches, 73 ms: no config reached min_metered_s), one pass where the stop rule allows.
         n = max(launches_in(policy.limit_block_s, p.launch_s, MAX_LIMIT_BLOCK_LAUNCHES), fewest)
     else:
         n = _block_size(p, policy, fewest, most)
     n = min(n, max_block_launches(host_s, PROFILED_HOST_FACTOR, gpu_s))
     block = clock.run([launch] * n, [host_s] * n, profile=True, gpu_s=gpu_s)
     p.spent_s += block.readings.seconds
-    p.add(block, first=max(0, n - policy.max_reps), host=not history)
+    p.add(block, first=0 if p.at_limit else max(0, n - policy.max_reps), host=not history)

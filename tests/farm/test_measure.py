@@ -116,7 +116,7 @@ def test_energy_of_a_shared_round_goes_by_kernel_time():
     ("launch_ms", "watts", "limit_w", "stored"),
     [
         (300.0, 600.0, None, True),  # 4 launches of 0.3 s: 1.2 s metered
-        (100.0, 600.0, None, False),  # 0.4 s metered: too short for NVML's 100 ms sampling windows
+        (50.0, 600.0, None, False),  # 0.2 s metered: too short for NVML's 100 ms sampling windows
         (300.0, 1084.0, 700.0, False),  # above the enforced limit: a misread counter (visit 19)
         (300.0, 690.0, 700.0, True),
     ],
@@ -195,7 +195,9 @@ def test_steady_regime_times_each_config_in_its_own_steady_state():
     kernels = [Kernel(10.0, 900.0), Kernel(9.0, 1100.0)]  # like group_m 8 vs group_m 1, in reverse
     truth = _steady_ms(kernels[1]) / _steady_ms(kernels[0])
     launches = [lambda: 0, lambda: 1]
-    steady = TimingPolicy(min_reps=10, max_reps=60, target_ci=0.002, max_seconds_per_point=5)
+    steady = TimingPolicy(
+        min_reps=10, max_reps=60, target_ci=0.002, max_seconds_per_point=5, max_settle_s=1.5
+    )
     got = time_steady(launches, [1e-4] * 2, PowerLimitedGpu(kernels), steady, random.Random(0))
     mixed = time_interleaved(
         launches,
@@ -225,7 +227,7 @@ def test_below_the_power_limit_one_short_sub_block_settles():
 
 def test_at_the_power_limit_settling_lasts_until_the_clock_stops_moving():
     gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
-    policy = TimingPolicy(min_reps=10, max_reps=10, target_ci=0.5, min_passes=1)
+    policy = TimingPolicy(min_reps=10, max_reps=10, target_ci=0.5, min_passes=1, max_settle_s=1.5)
     (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
     settle_launches = sum(n for n, profiled in gpu.blocks if not profiled)
     # the clock falls from 1980 towards 1386 MHz with a 0.2 s time constant: several 100 ms sub-blocks
@@ -265,7 +267,9 @@ def test_a_batch_with_a_config_at_the_limit_settles_each_config_alone():
     """The screen saw the limiter act (one config draws over the limit): every config settles and
     is measured alone in pass one; the one below the limit then shares blocks, the other settles."""
     gpu = PowerLimitedGpu([Kernel(2.0, 300.0), Kernel(5.0, 1000.0)], tau_s=0.2)
-    policy = TimingPolicy(min_reps=10, max_reps=10, target_ci=0.5, min_passes=2, max_seconds_per_point=10)
+    policy = TimingPolicy(
+        min_reps=10, max_reps=10, target_ci=0.5, min_passes=2, max_seconds_per_point=10, max_settle_s=1.5
+    )
     timings = time_steady([lambda: 0, lambda: 1], [1e-4] * 2, gpu, policy, random.Random(0))
     unprofiled = [n for n, p in gpu.blocks if not p]
     assert len(unprofiled) >= 2 + 1 + 3  # sizing, screen; 1 sub-block below the limit, >= 3 at it
@@ -280,7 +284,9 @@ def test_at_the_power_limit_every_pass_settles_again():
     again in each pass, unlike one below it."""
     gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
     # a stop rule one block cannot meet (300 ms holds 42 launches of 7.2 ms at 1386 MHz): more passes
-    policy = TimingPolicy(min_reps=10, max_reps=80, target_ci=1e-9, min_passes=2, max_seconds_per_point=10)
+    policy = TimingPolicy(
+        min_reps=10, max_reps=80, target_ci=1e-9, min_passes=2, max_seconds_per_point=10, max_settle_s=1.5
+    )
     (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
     profiled = [p for _, p in gpu.blocks]
     assert profiled.count(True) == 2 and profiled[-1] and profiled[-2] is False
@@ -288,26 +294,32 @@ def test_at_the_power_limit_every_pass_settles_again():
 
 
 def test_at_the_power_limit_one_pass_when_the_stop_rule_allows():
-    """A pass costs a config at the limit its settling: one long measured block, no second pass
-    where the samples already meet the stop rule (min_passes is for configs below the limit)."""
+    """One long measured block at the limit, no second pass where its samples already meet the
+    stop rule (min_passes is for configs below the limit)."""
     gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
-    policy = TimingPolicy(min_reps=10, max_reps=100, target_ci=0.01, min_passes=2, max_seconds_per_point=10)
+    policy = TimingPolicy(
+        min_reps=10, max_reps=100, target_ci=0.01, min_passes=2, max_seconds_per_point=10, max_settle_s=1.5
+    )
     (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
     assert [n for n, p in gpu.blocks if p] == [42] and timing.reps == 42
 
 
-def test_at_the_limit_a_short_kernel_fills_the_block_and_its_energy_is_stored():
-    """A 0.5 ms kernel at the limit: the measured block still lasts limit_block_s (about 380 launches
-    of 0.78 ms), its last max_reps launches are the samples, and the whole block is metered, so the
-    point has energy (visit 22: blocks capped at 100 launches left 587 of 588 rows without it)."""
+def test_at_the_power_limit_by_default_nothing_settles_and_the_block_gives_every_sample():
+    """The default at the limit (visits 28-29): one 20 ms sub-block finds the limit, then one
+    300 ms measured block at once, every launch of it a sample, past max_reps (a 0.5 ms kernel:
+    about 380 launches of 0.78 ms); the sub-block and the block are metered, so energy is stored
+    (visit 22: blocks capped at 100 launches left 587 of 588 rows without it)."""
     kernel = Kernel(0.5, 1000.0)
-    gpu = PowerLimitedGpu([kernel], tau_s=0.2)
+    gpu = PowerLimitedGpu([kernel], tau_s=0.02)  # a limiter faster than the block: its clock is steady
     policy = TimingPolicy(min_reps=10, max_reps=100, target_ci=0.01, min_passes=2, max_seconds_per_point=10)
     (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
-    (measured,) = [n for n, p in gpu.blocks if p]
-    assert measured == pytest.approx(0.3 / ((_steady_ms(kernel) + gpu.flush_ms) / 1e3), rel=0.05)
-    assert timing.reps == 100 and timing.ms == pytest.approx(_steady_ms(kernel), rel=0.01)
-    assert timing.avg_watts is not None and timing.joules_per_launch is not None
+    sizing, screen, sub_block, measured = gpu.blocks
+    assert [sizing[1], screen[1], sub_block[1], measured[1]] == [False, False, False, True]
+    assert sub_block[0] == round(0.02 / ((kernel.ms + gpu.flush_ms) / 1e3))
+    # sized from the sub-block's median launch, taken while the clock fell: about 300 ms
+    assert measured[0] * (_steady_ms(kernel) + gpu.flush_ms) / 1e3 == pytest.approx(0.3, rel=0.1)
+    assert timing.reps == measured[0] and timing.ms == pytest.approx(_steady_ms(kernel), rel=0.01)
+    assert timing.avg_watts == pytest.approx(LIMIT_W, rel=0.03) and timing.joules_per_launch is not None
 
 
 def test_limit_passes_sets_how_often_a_config_at_the_limit_is_measured():
@@ -315,7 +327,7 @@ def test_limit_passes_sets_how_often_a_config_at_the_limit_is_measured():
     again and adds a measured block, though one block already met the stop rule."""
     gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
     text = "name: t\ndtypes: [bfloat16]\nvariants: [tiled]\nshapes: [{m: 8, n: 8, k: 8}]\n"
-    spec = parse_spec(text + "timing: {limit_passes: 3}\n")
+    spec = parse_spec(text + "timing: {limit_passes: 3, max_settle_s: 1.5}\n")
     policy = replace(TimingPolicy.from_spec(spec.timing), target_ci=0.01, max_seconds_per_point=10)
     assert policy.limit_passes == 3
     with pytest.raises(SpecError, match=r"timing.limit_passes: Input should be greater than 0"):
