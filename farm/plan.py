@@ -249,19 +249,19 @@ def deal_order(batches: Sequence[Batch]) -> list[Batch]:
 # work per point (checking against fp64, rounds, records).
 EST_TFLOPS = {"float16": 400.0, "bfloat16": 400.0, "float32": 20.0}
 EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S, EST_POINT_S = 0.45, 24, 70e-6, 0.035
-# The steady regime on an H200 (docs/perf-notes.md): 0.33 s per point below the power limit
-# (visit 18, bench/protocol_cost.py: a sizing launch, a 20 ms settling sub-block, blocks of about
-# 30 ms of fixed cost each), 1.0 s at it (visit 19: the grouping preset's 328 points in 171 s on two
-# GPUs; 0.4-1.5 s of settling and one 300 ms block); kernels of 0.1 ms and longer, run back to back,
-# reach the limit (8192x8192x4096 at 0.8 ms did; 512x512x8192 at 21 us did not).
-EST_STEADY_POINT_S, EST_STEADY_LIMITED_S, EST_LIMITED_KERNEL_S = 0.33, 1.0, 1e-4
+# The steady regime on an H200, fitted to two sweeps from empty caches on one GPU (docs/perf-notes.md,
+# visits 30 and 32: the grouping preset's sweep loop 83 s, 72 points under 0.1 ms of kernel and 256
+# over; the splitk preset's 124 s, 294 and 294): 0.09 s more per point than the rates above below
+# 0.1 ms, 0.24 s at or over it, where kernels run back to back may meet the power limit (8192x8192x4096
+# at 0.8 ms did; 512x512x8192 at 21 us did not) and a config there takes one 300 ms block.
+EST_STEADY_POINT_S, EST_STEADY_LIMITED_S, EST_LIMITED_KERNEL_S = 0.09, 0.24, 1e-4
 
 
 def estimate_gpu_seconds(
     points: Sequence[Point], compile_threads: int = 8, regime: str = "steady", limit_passes: int = 1
 ) -> float:
     """GPU-seconds of one H100-class worker, start-up excluded (limit_passes: the spec's passes at
-    the power limit, each settling again)."""
+    the power limit, each a measured block again)."""
     kernels = {compile_key(p) for p in points} - {None}
     compile_s = len(kernels) * EST_COMPILE_S / compile_threads
     return compile_s + estimate_run_seconds(points, regime, limit_passes)

@@ -12,6 +12,7 @@ from farm.plan import (
     batch_kernels,
     compile_key,
     estimate_gpu_seconds,
+    estimate_run_seconds,
     expand,
     int_class,
     make_batches,
@@ -99,7 +100,7 @@ def test_first_batches_compile_different_kernels_and_later_ones_reuse_them(name,
     assert all(n > 0 for n in new[:first_reuse]) and not any(new[first_reuse:])
     assert set().union(*kernel_sets) == set().union(*kernel_sets[:first_reuse])
     # reuse, longest first: the last batches dealt are the short ones (no idle GPU at the end)
-    reuse = [estimate_gpu_seconds(b.points) for b in batches[first_reuse:]]
+    reuse = [estimate_run_seconds(b.points) for b in batches[first_reuse:]]  # they compile nothing new
     assert reuse == sorted(reuse, reverse=True) and len(set(reuse)) > 1
 
 
@@ -119,9 +120,9 @@ def test_ties_follow_the_seed():
     assert len({tuple(o) for o in order.values()}) > 1
 
 
-def test_estimate_counts_the_steady_regimes_settling():
+def test_estimate_counts_the_steady_regimes_blocks_at_the_limit():
     """Tiny shapes stay below the power limit: the steady regime adds EST_STEADY_POINT_S a point;
-    a kernel of 0.1 ms or more (8192^3 here) adds the settling of a power-limited point."""
+    a kernel of 0.1 ms or more (8192^3 here) adds a power-limited point's measured block."""
     small = _points()
     big, _ = expand(
         parse_spec(RAGGED.replace("  - {m: 48, n: 64, k: 96}\n", "  - {m: 8192, n: 8192, k: 8192}\n"), "b")
@@ -132,7 +133,7 @@ def test_estimate_counts_the_steady_regimes_settling():
         steady = estimate_gpu_seconds(points, regime="steady")
         interleaved = estimate_gpu_seconds(points, regime="interleaved")
         assert steady - interleaved == pytest.approx(len(points) * extra)
-    # three passes at the limit settle three times; points below it do not settle again
+    # three passes at the limit measure three blocks; points below it pay their passes once
     thrice = estimate_gpu_seconds(big, regime="steady", limit_passes=3)
     assert thrice - estimate_gpu_seconds(big, regime="interleaved") == pytest.approx(
         len(big) * 3 * EST_STEADY_LIMITED_S
