@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One run of a preset on a real GPU for issue #13: the farm's sweep, then bench/serial_loop.py's
 # compile + do_bench over the same points, each from an empty Triton cache, both into results
-# databases under $OUT. One device call per run (the grouping preset: about 5.5 + 1.5 minutes on one
-# H200), then, here:
+# databases under $OUT. One device call per run (the grouping preset: about 100 + 55 s on one H200,
+# the splitk preset 138 + 103 s; visits 30-32), then, here:
 #   python bench/compare_runs.py grouping-1.db grouping-2.db --by-shape     # the farm's repeatability
 #   python bench/compare_runs.py serial-grouping-1.db serial-grouping-2.db  # do_bench's own
 #   python bench/compare_runs.py grouping-1.db serial-grouping-1.db         # the farm against do_bench

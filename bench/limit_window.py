@@ -21,6 +21,7 @@ import csv
 import os
 import random
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -28,6 +29,10 @@ from pathlib import Path
 import torch
 import triton
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.fidelity import host_seconds
 from farm import measure
 from farm.clock import CudaClock
 from farm.gpu import Gpu
@@ -100,14 +105,9 @@ def main() -> None:
         ]
         a, b = measure.make_inputs(m, n, k, torch.bfloat16, gpu.device, seed=m + n + k)
         launches = [lambda c=c, a=a, b=b: launcher(a, b, c) for _, _, c in cfgs]
-        host_s = []
         for f in launches:
-            f()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            f()
-            host_s.append(time.perf_counter() - t0)
-            torch.cuda.synchronize()
+            f()  # compile
+        host_s = [host_seconds(f) for f in launches]
         for r in range(args.rounds):
             for name in rng.sample(NAMES, len(NAMES)):
                 t0 = time.perf_counter()
