@@ -126,7 +126,7 @@ def compare(study, shape, labels, launches, clock, reference, ref_method, rng) -
     for f in launches:
         f()  # compile: a first call's host time (Triton's JIT) would size every block's head start
     # at its 50 ms cap (farm.clock.MAX_SLEEP_US), an idle GPU before each block that the farm's own
-    # workers, which time the host after their check, never have (visits 16 and 33 ran so)
+    # workers, which time the host after their check, never have (visits 12, 16 and 33 ran so)
     host_s = [host_seconds(f) for f in launches]
     farm, ref = [], []
     policy = TimingPolicy()
