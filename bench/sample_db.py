@@ -172,6 +172,7 @@ class Batch:
     records: list[MeasurementRecord] = field(default_factory=list)
     sweep: str | None = None
     sweep_status: str = "finished"
+    spec: dict = field(default_factory=dict)  # the sweep's spec as `farm sweep` stores it
 
 
 def build(path: Path | str, batches: list[Batch]) -> Path | str:
@@ -186,7 +187,7 @@ def build(path: Path | str, batches: list[Batch]) -> Path | str:
                     sweep_id = start_sweep(
                         session,
                         name=b.sweep,
-                        spec={},
+                        spec=b.spec,
                         command=f"farm sweep ({b.sweep})",
                         n_points=len(b.records),
                     )

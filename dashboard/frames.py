@@ -5,6 +5,7 @@ so each can be tested on a hand-made frame.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -349,6 +350,31 @@ def log_points(acc: pd.DataFrame, column: str) -> pd.DataFrame:
 def mib(n_bytes: float) -> str:
     """Bytes as MiB, e.g. an H200's L2 62914560 -> "60 MiB"."""
     return f"{n_bytes / 2**20:g} MiB"
+
+
+def sweep_timing(spec: str | None) -> str:
+    """How a sweep timed its points, from its stored spec (`timing:`): the regime, and for `steady`
+    whether configs at the power limit settled first (the default until 2026-12-01: up to 1.5 s,
+    docs/perf-notes.md visits 28-29) and how many passes they took. Empty for a sweep whose spec
+    says nothing of timing (a database built by hand)."""
+    try:
+        timing = json.loads(spec or "{}").get("timing") or {}
+    except (ValueError, AttributeError):
+        return ""
+    regime = timing.get("regime")
+    if regime is None:
+        return ""
+    if regime == "rest":
+        return f"rest, {timing.get('rest_s', 1.0):g} s before each launch"
+    if regime != "steady":
+        return regime
+    words = ["steady"]
+    settle = timing.get("max_settle_s")  # None: a spec stored before the setting existed
+    if settle is not None:
+        words.append(f"settling up to {settle:g} s at the limit" if settle > 0.02 else "no settling")
+    if timing.get("limit_passes", 1) > 1:
+        words.append(f"{timing['limit_passes']} passes at the limit")
+    return ", ".join(words)
 
 
 def readable_environments(env: pd.DataFrame) -> pd.DataFrame:

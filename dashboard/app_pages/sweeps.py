@@ -7,13 +7,14 @@ from db import queries
 
 # fmt: off
 SWEEP_COLUMNS = [
-    "id", "name", "status", "started_at", "finished_at", "n_points", "n_ok", "n_failed",
+    "id", "name", "status", "timing_regime", "started_at", "finished_at", "n_points", "n_ok", "n_failed",
     "n_measurements", "host", "command",
 ]
 # fmt: on
 
 st.title("Sweeps and environments")
 sweeps = common.query(queries.sweeps)
+sweeps["timing_regime"] = sweeps.spec.map(frames.sweep_timing)  # how its points were timed
 for sweep in sweeps.to_dict("records"):
     common.sweep_alert(sweep, quiet_if_finished=True)
 st.subheader("Sweeps")

@@ -107,6 +107,12 @@ def _splitk(env: EnvironmentInfo, table: dict, **kw) -> list[MeasurementRecord]:
     ]
 
 
+# Timing sections of stored specs (farm.spec.Timing as a sweep stores it): the default since visit
+# 30, and settling at the power limit as before it, with two passes there.
+STEADY = {"timing": {"regime": "steady", "max_settle_s": 0.02, "limit_passes": 1}}
+SETTLED = {"timing": {"regime": "steady", "max_settle_s": 1.5, "limit_passes": 2}}
+
+
 def small_db(path: Path) -> Path:
     """H200 bfloat16 points for every page, one A100 pair, a wrong and two failed rows; two sweeps."""
     grouped = [
@@ -140,8 +146,8 @@ def small_db(path: Path) -> Path:
     return build(
         path,
         [
-            Batch(H200, _splitk(H200, SPLITK_MS) + grouped + cublas + failed, sweep="small-a"),
-            Batch(H200, sweep_b, sweep="small-b"),
+            Batch(H200, _splitk(H200, SPLITK_MS) + grouped + cublas + failed, sweep="small-a", spec=STEADY),
+            Batch(H200, sweep_b, sweep="small-b", spec=SETTLED),
             Batch(A100, _splitk(A100, A100_SPLITK, **LEGACY), sweep="small-a100"),
         ],
     )

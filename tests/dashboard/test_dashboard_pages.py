@@ -277,10 +277,10 @@ def test_sweeps_and_environments(dbs: dict[str, Path]) -> None:
     at = render(dbs["small"], "sweeps")
     no_exception(at)
     sweeps, envs = (d.value for d in at.dataframe)
-    assert by_key(sweeps, ["name"], ["status", "n_measurements"]) == {
-        "small-a": ("finished", 21),
-        "small-b": ("finished", 3),
-        "small-a100": ("finished", 2),
+    assert by_key(sweeps, ["name"], ["status", "n_measurements", "timing_regime"]) == {
+        "small-a": ("finished", 21, "steady, no settling"),
+        "small-b": ("finished", 3, "steady, settling up to 1.5 s at the limit, 2 passes at the limit"),
+        "small-a100": ("finished", 2, ""),  # a spec without a timing section
     }
     assert sorted(envs.gpu_name) == [A100, H200] and set(envs.timing) == {common.GPU_LABEL}
     assert not texts(at, "error") and not texts(at, "warning")

@@ -3,6 +3,7 @@ verdict, roofs, size bins, the default sweep pair, interpreter GPUs, the accurac
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dashkit as kit
@@ -273,3 +274,21 @@ def test_energy_above_the_power_limit_is_not_reported(tmp_path: Path, watts: flo
     assert pd.notna(details.avg_watts.iloc[0]) is trusted
     if trusted:
         assert row.energy_gain == pytest.approx(0.6 / (watts * 0.9 / 1e3))
+
+
+@pytest.mark.parametrize(
+    ("timing", "said"),
+    [
+        ({"regime": "interleaved"}, "interleaved"),
+        ({"regime": "rest", "rest_s": 0.5}, "rest, 0.5 s before each launch"),
+        ({"regime": "do_bench", "rep_ms": 100}, "do_bench"),  # bench/serial_loop.py's databases
+        ({"regime": "steady"}, "steady"),  # stored before max_settle_s existed: unknown
+    ],
+)
+def test_a_sweeps_timing_is_read_from_its_stored_spec(timing: dict, said: str) -> None:
+    assert frames.sweep_timing(json.dumps({"name": "x", "timing": timing})) == said
+
+
+@pytest.mark.parametrize("spec", [None, "", "{}", "[1, 2]", "not json", '{"timing": {}}'])
+def test_a_spec_without_timing_says_nothing(spec: str | None) -> None:
+    assert frames.sweep_timing(spec) == ""

@@ -1,5 +1,8 @@
 """bench/compare_runs.py: two sweeps of the same points against issue #13's repeatability bars."""
 
+import json
+import sqlite3
+
 import pytest
 
 from bench.compare_runs import gain_difference, main, read_run, time_deviation
@@ -90,6 +93,11 @@ def test_the_serial_loop_writes_a_run_that_compares(tmp_path, monkeypatch, capsy
     points, gains = read_run(str(tmp_path / "a.db"))
     assert sorted(points.variant) == ["grouped", "grouped", "tiled"] and set(points.ms) == {2.0}
     assert list(gains.time_gain) == [1.0] and gains.timing_regime.item() == serial_loop.REGIME
+    # its sweep row says how it timed (the dashboard's Sweeps page reads it), the grid as a sweep's
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        (stored,) = conn.execute("SELECT spec FROM sweeps").fetchone()
+    stored = json.loads(stored)
+    assert stored["timing"]["regime"] == "do_bench" and stored["variants"] == ["grouped", "tiled"]
     main([str(tmp_path / "a.db"), str(tmp_path / "b.db")])
     out = capsys.readouterr().out
     assert "run 1 vs run 2: 3 common points; median |t1/t2-1| 0.00%" in out
