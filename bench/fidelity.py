@@ -3,6 +3,7 @@ references, in one process on one GPU, alternating round by round.
 
     python bench/fidelity.py                       # writes $OUT/fidelity.csv
     python bench/fidelity.py --out docs/bench/fidelity.csv --db results.db
+    python bench/fidelity.py --studies grouping --sizes 12288 16384 --rounds 12   # where it scatters
 
 - grouping: grouped bf16, 128x256x64 tiles, 8 warps, 3 stages, group_m 1 against 8, n^3 for
   n = 4096 ... 16384; reference triton.testing.do_bench (rep 300 ms, median), whose view is each
@@ -15,7 +16,7 @@ references, in one process on one GPU, alternating round by round.
 
 ratio = time(baseline) / time(config): group_m 1 for grouping, the best unsplit config for
 split-K; the baseline's own row says 1. farm_ratio is the median over rounds, ref_lo/ref_hi the
-range of the reference's per-round ratios. About 4 minutes on an H200; the table comes last.
+range of the reference's per-round ratios. 72 s on an H200 (visit 33); the table comes last.
 """
 
 from __future__ import annotations
@@ -121,8 +122,8 @@ def _cpu(event) -> bool:
     return str(event.device_type).endswith("CPU")
 
 
-def compare(study, shape, labels, launches, clock, reference, ref_method, rng) -> list[Row]:
-    """ROUNDS alternating rounds of the farm's protocol and the reference over `launches` (baseline first)."""
+def compare(study, shape, labels, launches, clock, reference, ref_method, rng, rounds=ROUNDS) -> list[Row]:
+    """Alternating rounds of the farm's protocol and the reference over `launches` (baseline first)."""
     for f in launches:
         f()  # compile: a first call's host time (Triton's JIT) would size every block's head start
     # at its 50 ms cap (farm.clock.MAX_SLEEP_US), an idle GPU before each block that the farm's own
@@ -130,7 +131,7 @@ def compare(study, shape, labels, launches, clock, reference, ref_method, rng) -
     host_s = [host_seconds(f) for f in launches]
     farm, ref = [], []
     policy = TimingPolicy()
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         farm.append(time_steady(launches, host_s, clock, policy, rng))
         order = rng.sample(range(len(launches)), len(launches))
         times = {i: reference(launches[i]) for i in order}
@@ -169,10 +170,10 @@ def compare(study, shape, labels, launches, clock, reference, ref_method, rng) -
     return rows
 
 
-def grouping(gpu: Gpu, clock, rng) -> list[Row]:
+def grouping(gpu: Gpu, clock, rng, sizes=GROUPING_SIZES, rounds=ROUNDS) -> list[Row]:
     rows = []
     launcher = get_variant("grouped").launch
-    for n in GROUPING_SIZES:
+    for n in sizes:
         a, b = measure.make_inputs(n, n, n, torch.bfloat16, gpu.device, seed=n)
         cfgs = [MatmulConfig(128, 256, 64, group_m=g, num_warps=8, num_stages=3) for g in (1, 8)]
         launches = [lambda c=c, a=a, b=b: launcher(a, b, c) for c in cfgs]
@@ -181,7 +182,7 @@ def grouping(gpu: Gpu, clock, rng) -> list[Row]:
             return triton.testing.do_bench(f, warmup=25, rep=300, return_mode="median")
 
         labels = [f"grouped {c.key}" for c in cfgs]
-        rows += compare("grouping", (n, n, n), labels, launches, clock, do_bench, "do_bench", rng)
+        rows += compare("grouping", (n, n, n), labels, launches, clock, do_bench, "do_bench", rng, rounds)
         print(
             f"grouping n={n}: farm {rows[-1].farm_ratio:.3f}, do_bench {rows[-1].ref_ratio:.3f}", flush=True
         )
@@ -218,7 +219,7 @@ def launch_of(variant: str, cfg: MatmulConfig, a: torch.Tensor, b: torch.Tensor)
     return lambda: launcher(a, b, cfg)
 
 
-def splitk(gpu: Gpu, clock, reference: CuptiReference, db: str | None, rng) -> list[Row]:
+def splitk(gpu: Gpu, clock, reference: CuptiReference, db: str | None, rng, rounds=ROUNDS) -> list[Row]:
     rows = []
     for shape in SPLITK_SHAPES:
         m, n, k = shape
@@ -233,7 +234,7 @@ def splitk(gpu: Gpu, clock, reference: CuptiReference, db: str | None, rng) -> l
             picked = tuple(best)
         labels = [f"{v} {c.key}" for v, c in picked]
         launches = [launch_of(v, c, a, b) for v, c in picked]
-        rows += compare("splitk", shape, labels, launches, clock, reference.time, "cupti", rng)
+        rows += compare("splitk", shape, labels, launches, clock, reference.time, "cupti", rng, rounds)
         print(
             f"splitk {m}x{n}x{k}: farm {rows[-1].farm_ratio:.2f}, cupti {rows[-1].ref_ratio:.2f}", flush=True
         )
@@ -244,6 +245,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "fidelity.csv"))
     parser.add_argument("--db", help="take split-K configs from this results database's best_configs")
+    parser.add_argument(
+        "--rounds", type=int, default=ROUNDS, help="alternating rounds per shape (at least 5)"
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=list(GROUPING_SIZES), help="grouping: n of the n^3 shapes"
+    )
     parser.add_argument(
         "--studies", nargs="+", default=["grouping", "splitk"], choices=["grouping", "splitk"]
     )
@@ -257,9 +264,9 @@ def main() -> None:
     start = time.perf_counter()
     rows = []
     if "splitk" in args.studies:
-        rows += splitk(gpu, clock, reference, args.db, rng)
+        rows += splitk(gpu, clock, reference, args.db, rng, args.rounds)
     if "grouping" in args.studies:
-        rows += grouping(gpu, clock, rng)
+        rows += grouping(gpu, clock, rng, args.sizes, args.rounds)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:
