@@ -85,6 +85,11 @@ COLUMNS = [f.name for f in fields(Row)]  # the issue's 14 columns first, then fa
 
 
 def host_seconds(launch) -> float:
+    """Host time of one launcher call, after a call that compiles: a first call's time (Triton's
+    JIT) would size every block's head start at its 50 ms cap (farm.clock.MAX_SLEEP_US), an idle
+    GPU before each block that the farm's own workers, which time the host after their check,
+    never have (visits 12, 16 and 33 of bench/fidelity.py ran so)."""
+    launch()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     launch()
@@ -124,10 +129,6 @@ def _cpu(event) -> bool:
 
 def compare(study, shape, labels, launches, clock, reference, ref_method, rng, rounds=ROUNDS) -> list[Row]:
     """Alternating rounds of the farm's protocol and the reference over `launches` (baseline first)."""
-    for f in launches:
-        f()  # compile: a first call's host time (Triton's JIT) would size every block's head start
-    # at its 50 ms cap (farm.clock.MAX_SLEEP_US), an idle GPU before each block that the farm's own
-    # workers, which time the host after their check, never have (visits 12, 16 and 33 ran so)
     host_s = [host_seconds(f) for f in launches]
     farm, ref = [], []
     policy = TimingPolicy()

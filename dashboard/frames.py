@@ -352,6 +352,11 @@ def mib(n_bytes: float) -> str:
     return f"{n_bytes / 2**20:g} MiB"
 
 
+# farm.timing.TimingPolicy.first_sub_block_s: a config at the power limit settles only where
+# max_settle_s outlasts the sub-block that finds the limit.
+FIRST_SUB_BLOCK_S = 0.02
+
+
 def sweep_timing(spec: str | None) -> str:
     """How a sweep timed its points, from its stored spec (`timing:`): the regime, and for `steady`
     whether configs at the power limit settled first (the default until 2026-12-01: up to 1.5 s,
@@ -371,7 +376,8 @@ def sweep_timing(spec: str | None) -> str:
     words = ["steady"]
     settle = timing.get("max_settle_s")  # None: a spec stored before the setting existed
     if settle is not None:
-        words.append(f"settling up to {settle:g} s at the limit" if settle > 0.02 else "no settling")
+        settles = settle > FIRST_SUB_BLOCK_S
+        words.append(f"settling up to {settle:g} s at the limit" if settles else "no settling")
     if timing.get("limit_passes", 1) > 1:
         words.append(f"{timing['limit_passes']} passes at the limit")
     return ", ".join(words)
