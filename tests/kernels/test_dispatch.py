@@ -158,3 +158,14 @@ def test_matmul_loads_from_its_argument_then_the_environment(tmp_path, best, mon
     explicit.load(best)
     assert explicit.dispatcher.choose(48, 40, 64, torch.float16, GPU).variant == "grouped"
     assert isinstance(kernels.matmul, Matmul)
+
+
+def test_the_library_bench_quick_tunes_a_problem_shorter_than_its_group():
+    """bench/vs_libraries.py's quick configs carry group_m 8; at 333x4444x5555 (three tile rows of
+    128) the rules refuse that group, so visit 36 had no own Triton time there. They walk the rows
+    as group_m 3, as planning and the dispatcher do."""
+    from bench.vs_libraries import quick_configs
+
+    configs = list(quick_configs("persistent_tma_pad", 333, 4444, 5555, torch.bfloat16))
+    assert configs and {c.group_m for c in configs} == {3}
+    assert all(c.group_m == 8 for c in quick_configs("persistent_tma_pad", 4097, 4097, 4097, torch.bfloat16))
