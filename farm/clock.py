@@ -10,10 +10,10 @@ Three times per launch:
   launcher's zero, kernel and cast: 18.8 us of events against 12.5 us of kernels at
   128x128x32768 on an H200);
 - host time of one launcher call.
-Around each block: NVML's total-energy counter, and the SM clock and throttle reasons sampled
-while it runs. Inside a metered span (`CudaClock.metered`) a block is one round of the span: the
-energy counter is read at the span's two ends instead, and the clock sampled once while the block
-runs and once after it.
+While each block is queued and runs: NVML's total-energy counter (the energy between the first
+and the last update seen, `EnergyPoller`), and the SM clock and throttle reasons. Inside a
+metered span (`CudaClock.metered`) a block is one round of the span: the energy counter is read at
+the span's two ends instead, and the clock sampled once while the block runs and once after it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import bisect
 import contextlib
 import math
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,12 @@ POWER_CAP_BITS = 0x4 | 0x80
 LAUNCH_LABEL = "farm_launch_"
 # Host poll period while a block runs, to sample the SM clock through NVML (tens of us a read).
 POLL_S = 0.002
+# Counter updates a block's energy needs: two whole intervals. NVML's energy counter moves about
+# every 100 ms on an H200 (visit 38: median 98.6 ms, some 14 ms apart), so a block's two end
+# readings are off by up to one update: 0.33 s blocks of one steady matmul read 623-806 W (CV
+# 10.7%), high with four updates inside, low with three. Between the first and the last update
+# seen, the counter holds whole updates only: 662-720 W (CV 2.2%) over the same blocks.
+MIN_ENERGY_UPDATES = 3
 
 
 class Meter:
@@ -76,10 +83,19 @@ class Readings:
     sm_clock_mhz: float | None = None
     power_limit_w: float | None = None
     state: GpuState = field(default_factory=GpuState)
+    # the seconds `joules` covers: between two updates of the energy counter inside the block
+    # (EnergyUpdates); None: the whole block (a metered span, read at its two ends)
+    energy_s: float | None = None
+
+    @property
+    def metered_s(self) -> float:
+        """Seconds of GPU work the energy reading covers."""
+        return self.seconds if self.energy_s is None else self.energy_s
 
     @property
     def watts(self) -> float | None:
-        return self.joules / self.seconds if self.joules is not None and self.seconds > 0 else None
+        seconds = self.metered_s
+        return self.joules / seconds if self.joules is not None and seconds > 0 else None
 
     def at_power_limit(self, headroom: float) -> bool:
         """The power limiter held the clock, or the block drew `headroom` of the power allowed."""
@@ -96,6 +112,73 @@ class Block:
     stream_ms: list[float]
     host_ms: list[float]
     readings: Readings
+
+
+class EnergyPoller:
+    """NVML's energy counter read over and over in a thread from before a block is queued until it
+    ends: queueing a block of short kernels under the profiler takes most of its 300 ms (visit 39:
+    polled from the host's wait alone, 10 of 221 at-limit points saw two whole updates), and an
+    energy read takes 3.5-4.3 ms (visit 38) that the queueing thread cannot spare. NVML calls
+    release the GIL. Each reading is stamped when it starts: a read's fixed latency cancels in
+    the differences that EnergyUpdates takes."""
+
+    def __init__(self, meter: Meter):
+        self.updates = EnergyUpdates()
+        self._meter = meter
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            t = time.perf_counter()
+            mj = self._meter.energy_mj()
+            if mj is None:  # no counter on this GPU
+                return
+            if not self._stop.is_set():  # a read that ends after the block is not the block's
+                self.updates.see(t, mj)
+
+    def __enter__(self) -> EnergyPoller:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+    def stop(self) -> tuple[float, float] | None:
+        """(joules, seconds) of the whole updates seen so far; the thread ends after its read in
+        flight, without the caller waiting for it (the GPU would idle for that read)."""
+        self._stop.set()
+        return self.updates.reading()
+
+
+class EnergyUpdates:
+    """The updates of NVML's energy counter seen while polling it during a block: the energy
+    between the first and the last one, over the time between them. The counter moves in steps of
+    about 100 ms of energy, so only whole steps measure power; a step's time is known to a poll
+    (3.5 ms: the read itself)."""
+
+    def __init__(self, min_updates: int = MIN_ENERGY_UPDATES):
+        self.min_updates = min_updates
+        self.updates: list[tuple[float, int]] = []  # (seconds, mJ) where the counter had moved
+        self._last: tuple[float, int] | None = None  # the previous reading
+
+    def see(self, t: float, mj: int | None) -> None:
+        """A reading `mj` that returned at host time `t`."""
+        if mj is None:
+            return
+        if self._last is not None and mj != self._last[1]:
+            # it moved between the previous reading and this one: midway, to within half a poll
+            self.updates.append(((self._last[0] + t) / 2, mj))
+        self._last = (t, mj)
+
+    def reading(self) -> tuple[float, float] | None:
+        """(joules, seconds) between the first and the last update, or None with too few."""
+        if len(self.updates) < self.min_updates:
+            return None
+        (t0, e0), (t1, e1) = self.updates[0], self.updates[-1]
+        if e1 <= e0 or t1 <= t0:
+            return None
+        return (e1 - e0) / 1e3, t1 - t0
 
 
 def head_start_us(host_s: Sequence[float], factor: float = 1.0, gpu_s: float = 0.0) -> float:
@@ -319,11 +402,33 @@ class CudaClock:
         return block
 
     def _run(self, launches, host_s, factor: float, gpu_s: float, *, label_base: int | None) -> Block:
+        meter, in_span = self.meter, self._in_span
+        # a launch that raises leaves the block: the poller stops with it, not at the next block
+        with contextlib.nullcontext() if in_span else EnergyPoller(meter) as energy:
+            t0 = time.perf_counter()
+            events, host_ms = self._queue(launches, host_s, factor, gpu_s, label_base)
+            clocks, state = self._watch(events[-1][1], in_span)
+            seconds = time.perf_counter() - t0
+            joules, energy_s = (energy.stop() if energy is not None else None) or (None, None)
+        end_state = meter.state()
+        state = state.merge(end_state) if clocks else end_state
+        if end_state.sm_clock_mhz is not None and not clocks:
+            clocks.append(end_state.sm_clock_mhz)
+        stream = [start.elapsed_time(end) for start, end in events]
+        readings = Readings(
+            seconds,
+            joules,
+            statistics.fmean(clocks) if clocks else None,
+            None if in_span else meter.power_limit_w(),  # the span reads it once
+            state,
+            energy_s,
+        )
+        return Block(list(stream), stream, host_ms, readings)
+
+    def _queue(self, launches, host_s, factor: float, gpu_s: float, label_base: int | None):
+        """Queue the block behind its head start: (start, end) events and host ms per launch."""
         from torch.profiler import record_function
 
-        meter, in_span = self.meter, self._in_span
-        energy0 = None if in_span else meter.energy_mj()
-        t0 = time.perf_counter()
         torch.cuda._sleep(int(head_start_us(host_s, factor, gpu_s) * SLEEP_CYCLES_PER_US))
         events, host_ms = [], []
         for i, launch in enumerate(launches):
@@ -339,11 +444,16 @@ class CudaClock:
             host_ms.append((time.perf_counter() - h0) * 1e3)
             end.record()
             events.append((start, end))
-        clocks, state = [], GpuState()
+        return events, host_ms
+
+    def _watch(self, last, in_span: bool) -> tuple[list[float], GpuState]:
+        """Sample the SM clock and throttle reasons until the block's `last` event, then sync."""
+        clocks: list[float] = []
+        state = GpuState()
 
         def sample() -> None:
             nonlocal state
-            s = meter.state()
+            s = self.meter.state()
             state = state.merge(s) if clocks else s
             if s.sm_clock_mhz is not None:
                 clocks.append(s.sm_clock_mhz)
@@ -353,26 +463,11 @@ class CudaClock:
             # 2 ms polling step would lengthen a round of a few ms by up to 2 ms.
             sample()
         else:
-            last = events[-1][1]
-            while not last.query():  # sample the clock while the block runs
+            while not last.query():
                 sample()
                 time.sleep(POLL_S)
         torch.cuda.synchronize(self.device)
-        seconds = time.perf_counter() - t0
-        energy1 = None if in_span else meter.energy_mj()
-        end_state = meter.state()
-        state = state.merge(end_state) if clocks else end_state
-        if end_state.sm_clock_mhz is not None and not clocks:
-            clocks.append(end_state.sm_clock_mhz)
-        stream = [start.elapsed_time(end) for start, end in events]
-        readings = Readings(
-            seconds,
-            _joules(energy0, energy1),
-            statistics.fmean(clocks) if clocks else None,
-            None if in_span else meter.power_limit_w(),  # the span reads it once
-            state,
-        )
-        return Block(list(stream), stream, host_ms, readings)
+        return clocks, state
 
 
 def _joules(energy0_mj: int | None, energy1_mj: int | None) -> float | None:

@@ -141,14 +141,14 @@ class TimingPolicy:
     max_passes: int = 20
     # rest: host seconds the GPU idles before each single launch.
     rest_s: float = 1.0
-    # Energy is stored only for a point metered this long. NVML's energy counter integrates power
-    # it samples 25 ms out of every 100 ms on A100/H100-class GPUs (arXiv 2312.02741), so a span's
-    # ends are uncertain by tens of ms: visit 19's per-block energy (20-300 ms blocks) differed by
-    # a median 17% between two sweeps of the same points. 0.3 s holds three such windows: a config
-    # at the limit (its 20 ms sub-block and its 300 ms block) has it, a below-limit config sharing
-    # blocks does not. Two grouping sweeps (visits 30-31) stored energy on 33 and 40 of 328
-    # points, 12 in both, differing by a median 9%: treat it as a rough figure.
-    min_metered_s: float = 0.3
+    # Energy is stored only for a point metered this long. NVML's energy counter moves about every
+    # 100 ms (visit 38), integrating power it samples 25 ms out of every 100 ms on A100/H100-class
+    # GPUs (arXiv 2312.02741). A block reads it between the first and the last update seen while
+    # it runs (farm.clock.EnergyUpdates: two whole updates at least, 0.15-0.3 s of a config's
+    # 300 ms block at the limit); a metered span of rounds (interleaved) reads it at its two ends,
+    # off by up to one update over the whole span (0.1 s in a batch's 1-5 s). Visits 30-31 read
+    # each block's two ends over 0.3 s or more: 12 points in both sweeps differed by a median 9%.
+    min_metered_s: float = 0.15
 
     def __post_init__(self) -> None:
         if self.regime not in REGIMES:
@@ -210,7 +210,7 @@ class _Point:
         """Count `share` of a block's energy and seconds towards the point's average power."""
         if readings.joules is not None:
             self.joules += share * readings.joules
-            self.metered_s += share * readings.seconds
+            self.metered_s += share * readings.metered_s
 
     @property
     def kernel(self) -> list[float]:

@@ -15,6 +15,7 @@ from farm.clock import (
     Activity,
     Block,
     CudaClock,
+    EnergyUpdates,
     HostClock,
     Readings,
     _joules,
@@ -116,7 +117,7 @@ def test_energy_of_a_shared_round_goes_by_kernel_time():
     ("launch_ms", "watts", "limit_w", "stored"),
     [
         (300.0, 600.0, None, True),  # 4 launches of 0.3 s: 1.2 s metered
-        (50.0, 600.0, None, False),  # 0.2 s metered: too short for NVML's 100 ms sampling windows
+        (30.0, 600.0, None, False),  # 0.12 s metered: under min_metered_s (two counter updates)
         (300.0, 1084.0, 700.0, False),  # above the enforced limit: a misread counter (visit 19)
         (300.0, 690.0, 700.0, True),
     ],
@@ -587,6 +588,8 @@ def test_a_host_clock_measures_without_settling():
 
 
 class FakeEvent:
+    busy_s = 0.0  # how long after it is recorded the fake GPU reaches it
+
     def __init__(self, enable_timing=False):
         self.t = None
 
@@ -594,24 +597,26 @@ class FakeEvent:
         self.t = time.perf_counter()
 
     def query(self):
-        return True
+        return time.perf_counter() >= self.t + self.busy_s
 
     def elapsed_time(self, end):
         return (end.t - self.t) * 1e3
 
 
 class FakeMeter:
-    """An energy counter that gains 0.7 J per read, a clock at 1500 MHz held by the power cap."""
+    """A GPU drawing 700 W whose energy counter moves every `period_s` of wall time (an H200's:
+    about 0.1 s), a clock at 1500 MHz held by the power cap."""
 
-    def __init__(self):
-        self.mj = 10_000
+    def __init__(self, period_s: float = 0.1):
+        self.period_s, self.t0 = period_s, time.perf_counter()
 
     def state(self):
         return GpuState(1500, 61, 0x4)
 
     def energy_mj(self):
-        self.mj += 700
-        return self.mj
+        time.sleep(0.002)  # a read takes 3.5-4.3 ms on an H200 (visit 38), the GIL released
+        steps = (time.perf_counter() - self.t0) // self.period_s
+        return 10_000 + round(steps * self.period_s * 700_000)
 
     def power_limit_w(self):
         return 700.0
@@ -627,19 +632,89 @@ def cpu_cuda_clock(monkeypatch):
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    return CudaClock(torch.device("cpu"), l2_bytes=2**20, meter=FakeMeter())
+    return CudaClock(torch.device("cpu"), l2_bytes=2**20, meter=FakeMeter(period_s=0.001))
 
 
 @NO_CUDA_PROFILING
-def test_cuda_clock_blocks_read_the_meter(cpu_cuda_clock):
+def test_cuda_clock_blocks_read_the_meter(cpu_cuda_clock, monkeypatch):
+    """A 0.35 s block of a GPU at 700 W whose counter moves every 0.1 s: the energy of its whole
+    updates seen inside the block, over the time between them (its two ends would read 3 or 4
+    updates over 0.35 s: 600 or 800 W)."""
     import torch
 
+    monkeypatch.setattr(FakeEvent, "busy_s", 0.35)
+    cpu_cuda_clock.meter = FakeMeter(period_s=0.1)
     calls = []
     block = cpu_cuda_clock.run([lambda: calls.append(torch.ones(3))] * 4, [1e-5] * 4, profile=False)
     assert len(calls) == 4 and len(block.stream_ms) == len(block.kernel_ms) == len(block.host_ms) == 4
     r = block.readings
-    assert r.joules == pytest.approx(0.7) and r.sm_clock_mhz == 1500 and r.power_limit_w == 700.0
+    assert r.watts == pytest.approx(700.0, rel=0.03) and 0.19 <= r.energy_s < r.seconds
+    assert r.sm_clock_mhz == 1500 and r.power_limit_w == 700.0
     assert r.at_power_limit(0.95) and r.state.reasons == "sw_power_cap"
+
+
+@NO_CUDA_PROFILING
+def test_a_block_shorter_than_two_counter_updates_has_no_energy(cpu_cuda_clock, monkeypatch):
+    monkeypatch.setattr(FakeEvent, "busy_s", 0.15)
+    cpu_cuda_clock.meter = FakeMeter(period_s=0.1)
+    block = cpu_cuda_clock.run([lambda: None], [1e-5], profile=False)
+    assert block.readings.joules is None and block.readings.watts is None
+
+
+@NO_CUDA_PROFILING
+def test_a_launch_that_raises_stops_the_energy_poller(cpu_cuda_clock):
+    reads = []
+
+    class CountingMeter(FakeMeter):
+        def energy_mj(self):
+            reads.append(1)
+            return super().energy_mj()
+
+    cpu_cuda_clock.meter = CountingMeter()
+
+    def broken():
+        raise RuntimeError("out of resources")
+
+    with pytest.raises(RuntimeError):
+        cpu_cuda_clock.run([broken], [1e-5], profile=False)
+    time.sleep(0.05)
+    seen = len(reads)
+    time.sleep(0.05)
+    assert len(reads) == seen  # no thread reads the counter any more
+
+
+def _poll_block(start_s: float, seconds: float, period_s: float = 0.1, poll_s: float = 0.0035):
+    """A block of `seconds` at 700 W polled every poll_s, the counter stepping every period_s from
+    0: (watts between whole updates, watts from the block's two ends)."""
+
+    def counter(t: float) -> int:
+        return round((t // period_s) * period_s * 700_000)
+
+    updates = EnergyUpdates()
+    t = start_s
+    while t <= start_s + seconds:
+        updates.see(t, counter(t))
+        t += poll_s
+    reading = updates.reading()
+    ends = (counter(start_s + seconds) - counter(start_s)) / 1e3 / seconds
+    return (reading[0] / reading[1] if reading else None), ends
+
+
+def test_whole_counter_updates_measure_a_block_at_any_phase():
+    """Visit 38 on an H200: one steady matmul's 0.33 s blocks read 623-806 W from their two ends
+    (three or four updates of the 100 ms counter inside), 662-720 W between whole updates."""
+    phases = [i * 0.01 for i in range(10)]
+    whole, ends = zip(*(_poll_block(phase, 0.32) for phase in phases), strict=True)
+    assert all(w == pytest.approx(700.0, rel=0.025) for w in whole)
+    assert max(abs(e / 700.0 - 1) for e in ends) > 0.15  # what a block's two ends read
+    assert _poll_block(0.05, 0.15)[0] is None  # one whole interval: a split update would pass
+
+
+def test_energy_updates_ignore_a_meter_without_a_counter():
+    updates = EnergyUpdates()
+    for t in range(5):
+        updates.see(t * 0.1, None)
+    assert updates.reading() is None
 
 
 @NO_CUDA_PROFILING
