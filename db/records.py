@@ -135,7 +135,7 @@ class MeasurementRecord:
     temperature_c: int | None = None
     throttled: bool | None = None
     throttle_reasons: str = ""
-    # energy: NVML's energy counter around the timed blocks
+    # energy: NVML's energy counter over the timed blocks (farm.clock)
     joules_per_launch: float | None = None
     avg_watts: float | None = None
     power_limit_w: float | None = None  # the limit the driver enforced

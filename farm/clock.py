@@ -369,10 +369,10 @@ class CudaClock:
         while they run and once after (`_run`). Yields the span's Readings, filled when it closes.
 
         Why: a round of the interleaved regime is tens of launches of 20 us - 1 ms kernels, and a
-        block's own readings cost it about 10 ms besides its GPU work: two energy reads of
-        3.2-4.4 ms each (other NVML reads: 0.01-0.04 ms) and up to 2 ms of polling step (visit 17).
-        And the counter moves in steps too coarse for a round: 44 of 136 blocks of 20 ms and less
-        read 0 J (visit 14, `_joules`)."""
+        block's own readings cost it about 10 ms besides its GPU work when it read the counter at
+        its two ends (3.2-4.4 ms a read; other NVML reads 0.01-0.04 ms) and up to 2 ms of polling
+        step (visit 17). And the counter moves in steps of about 100 ms (visit 38), too coarse for
+        a round: 44 of 136 blocks of 20 ms and less read 0 J (visit 14, `_joules`)."""
         span = Readings(0.0)
         self._in_span = True
         energy0, t0 = self.meter.energy_mj(), time.perf_counter()

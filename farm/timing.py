@@ -393,8 +393,8 @@ def time_steady(
     pass one each config takes settling sub-blocks and one profiled, measured block. A config that
     settled at once below the power limit has a clock power does not hold: in later passes such
     configs share measured blocks, each config's launches back to back in a fresh random order,
-    instead of paying a block's fixed cost each (about 30 ms on an H200: two NVML energy reads of
-    4.4 ms, the head-start sleep, the sync; visit 17). A config at the limit settles again in every
+    instead of paying a block's fixed cost each (about 30 ms on an H200 in visit 17: two NVML
+    energy reads of 4.4 ms then, the head-start sleep, the sync). A config at the limit settles again in every
     pass it takes (whatever ran in between moved the limiter): one long measured block, one pass
     where the stop rule allows, or `limit_passes` of them.
     """
@@ -541,8 +541,9 @@ def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewes
     gpu_s = p.launch_s or 0.0
     p.at_limit = bool(history) and not p.below_limit
     if p.at_limit:
-        # The last sub-blocks ran the config as its measured block does, just before it: they
-        # lengthen the energy reading's span (contiguous).
+        # The last sub-blocks ran the config as its measured block does, just before it: their
+        # energy counts where they held whole steps of the counter (a settling sub-block of
+        # 100 ms rarely does, the 20 ms first one never).
         for h in history[-2:]:
             p.meter(h.readings)
         # A config at the limit takes all its samples at once, in one block that fills
