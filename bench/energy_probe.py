@@ -6,10 +6,10 @@ a block of about 300 ms of one steady load (issue #13's energy bar: within 3% be
 Two loads alternate block by block (an 8192^3 bf16 matmul, at the power limit, and a 1 GiB
 device copy), 12 blocks each. Per block, the average watts four ways:
 - ends: the counter read before the block is queued and after it finishes, over that host time
-  (farm.clock's reading today);
+  (farm.clock's block reading until visit 38; a metered span of the interleaved regime's still);
 - updates: between the first and the last update of the counter seen while polling inside the
-  block, over the time between them (whole updates only; farm.clock.EnergyUpdates, the farm's
-  reading since visit 39);
+  block, over the time between them (whole updates only; farm.clock.EnergyUpdates, which the
+  farm feeds from a thread polling from before the block is queued, since visit 40);
 - instant: the mean of NVML_FI_DEV_POWER_INSTANT polled inside the block;
 - usage: the mean of nvmlDeviceGetPowerUsage polled inside the block.
 Printed per load and way: mean watts, the spread over blocks (coefficient of variation, %), and the
