@@ -163,7 +163,7 @@ class EnergyUpdates:
         self._last: tuple[float, int] | None = None  # the previous reading
 
     def see(self, t: float, mj: int | None) -> None:
-        """A reading `mj` that returned at host time `t`."""
+        """A reading `mj` stamped `t` on the host (a fixed offset within the read cancels)."""
         if mj is None:
             return
         if self._last is not None and mj != self._last[1]:
