@@ -394,9 +394,10 @@ def time_steady(
     settled at once below the power limit has a clock power does not hold: in later passes such
     configs share measured blocks, each config's launches back to back in a fresh random order,
     instead of paying a block's fixed cost each (about 30 ms on an H200 in visit 17: two NVML
-    energy reads of 4.4 ms then, the head-start sleep, the sync). A config at the limit settles again in every
-    pass it takes (whatever ran in between moved the limiter): one long measured block, one pass
-    where the stop rule allows, or `limit_passes` of them.
+    energy reads of 4.4 ms then, the head-start sleep, the sync). A config at the limit takes its
+    first sub-block again in every pass it takes (whatever ran in between moved the limiter), and
+    settles where max_settle_s allows: one long measured block, one pass where the stop rule
+    allows, or `limit_passes` of them.
     """
     points = [_Point() for _ in launches]
     active = list(range(len(launches)))
