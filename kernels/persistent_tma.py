@@ -45,16 +45,11 @@ class TmaUnsupported(ValueError):
     """The operands or the device cannot use TMA descriptors: another variant must serve them."""
 
 
-def leading_stride(t: torch.Tensor) -> int:
-    """The stride of a 2-D tensor's other dimension than its unit-stride one (rows, if both)."""
-    return t.stride(0) if t.stride(1) == 1 else t.stride(1)
-
-
 def tma_layout_error(t: torch.Tensor, name: str) -> str | None:
     """Why `t` cannot back a TMA descriptor, or None."""
     if t.stride(1) != 1 and t.stride(0) != 1:
         return f"{name} has strides {tuple(t.stride())}: TMA needs a unit stride in one dimension"
-    lead = leading_stride(t)
+    lead = t.stride(0) if t.stride(1) == 1 else t.stride(1)
     if (lead * t.element_size()) % TMA_ALIGN_BYTES:
         return (
             f"{name} {tuple(t.shape)} has a leading stride of {lead} elements ({lead * t.element_size()} B):"
@@ -142,8 +137,10 @@ def persistent_programs(device: torch.device, m: int, n: int, cfg: MatmulConfig)
     return min(multiprocessor_count(device), cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n))
 
 
-def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> None:
-    """Raise `TmaUnsupported` unless a, b, c, cfg's boxes and the device are all TMA can describe."""
+def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """Check what TMA needs of a, b, c and the device (`TmaUnsupported` if not met), then launch into c."""
+    m, k = a.shape
+    n = b.shape[1]
     errors = [tma_device_error(a.device)]
     errors += [tma_layout_error(t, name) for t, name in ((a, "A"), (b, "B"), (c, "C"))]
     errors += [
@@ -154,13 +151,6 @@ def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConf
     errors = [e for e in errors if e]
     if errors:
         raise TmaUnsupported("; ".join(errors))
-
-
-def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
-    """Check what TMA needs (`check_tma`), then launch into c."""
-    m, k = a.shape
-    n = b.shape[1]
-    check_tma(a, b, c, cfg)
     a_desc, a_transposed = _descriptor(a, cfg.block_m, cfg.block_k)
     b_desc, b_transposed = _descriptor(b, cfg.block_k, cfg.block_n)
     c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [cfg.block_m, cfg.block_n // 2])

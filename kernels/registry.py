@@ -48,8 +48,6 @@ BUILTINS: dict[str, Builtin] = {
     "splitk_det": Builtin("kernels.splitk_det", "splitk"),
     "streamk": Builtin("kernels.streamk", "grouped", atomic=True),
     "streamk_hybrid": Builtin("kernels.streamk_hybrid", "grouped", atomic=True),
-    "splitk_tma": Builtin("kernels.splitk_tma", "splitk_tma", atomic=True),
-    "splitk_tma_det": Builtin("kernels.splitk_tma", "splitk_tma"),
     "persistent_tma": Builtin("kernels.persistent_tma", "persistent_tma"),
     "persistent_tma_pad": Builtin("kernels.persistent_tma", "persistent_tma_pad"),
     "cublas": Builtin("kernels.cublas", "library", baseline=True),

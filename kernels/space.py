@@ -294,9 +294,6 @@ SPACES: dict[str, ConfigSpace] = {
         _TMA_AXES,
         tuple(tma_needs_padding if rule is tma_strides_aligned else rule for rule in TMA_RULES),
     ),
-    "splitk_tma": ConfigSpace(
-        "splitk_tma", {**_TMA_AXES, "split_k": (1, 2, 4, 8, 16, 32)}, (*TMA_RULES, split_chunks_fill)
-    ),
     "library": ConfigSpace("library", {}, (precision_applies,), base=LIBRARY_CONFIG),
 }
 
