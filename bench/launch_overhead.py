@@ -1,0 +1,102 @@
+"""Host time to queue one call, by layer: where a short kernel's do_bench time goes on this host.
+
+    python bench/launch_overhead.py --out $OUT/launch_overhead.csv
+
+do_bench's events hold the larger of a call's GPU time and its host time past the L2 flush's, so
+a Triton kernel of 30-50 us measured from Python can be timing its launcher (visit 43:
+65-130 us a call against cuBLAS's 16-28). Each row is the mean host time of queueing `--calls`
+calls back to back (the GPU idle or behind; synchronised before and after):
+- torch ops every launcher makes (an allocation, a memset, a cast);
+- `_splitk_kernel[grid](...)`: Triton's JIT path (binds and specialises the arguments each call);
+- the same compiled kernel called directly (`CompiledKernel[grid](*args)`), the path a cached
+  launcher would take;
+- the variants' launchers as the farm and `kernels.matmul` call them, and torch.matmul.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+
+
+def host_us(fn, calls: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shape", default="512x512x32768")
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "launch_overhead.csv"))
+    args = parser.parse_args(argv)
+
+    import triton
+
+    from kernels import MatmulConfig, get_variant
+    from kernels.splitk import _splitk_kernel
+    from kernels.tile import row_alignment
+
+    m, n, k = (int(x) for x in args.shape.split("x"))
+    device = torch.device("cuda")
+    a = torch.randn((m, k), device=device, dtype=torch.bfloat16)
+    b = torch.randn((k, n), device=device, dtype=torch.bfloat16)
+    c32 = torch.zeros((m, n), device=device, dtype=torch.float32)
+    cfg = MatmulConfig(128, 128, 64, split_k=8, num_warps=4, num_stages=4)
+    grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n) * cfg.split_k,)
+    params = {
+        "a_ptr": a, "b_ptr": b, "c_ptr": c32, "M": m, "N": n, "K": k,
+        "stride_am": a.stride(0), "stride_ak": a.stride(1), "stride_bk": b.stride(0),
+        "stride_bn": b.stride(1), "stride_cm": c32.stride(0), "stride_cn": c32.stride(1), "stride_ck": 0,
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": 1,
+        "SPLIT_K": cfg.split_k, "ATOMIC": True, "INPUT_PRECISION": "ieee", "ALIGN": row_alignment(a, b, c32),
+    }  # fmt: skip
+    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    compiled = _splitk_kernel[grid](**params, **options)
+    direct = compiled[(grid[0], 1, 1)]  # the direct path takes all three grid dimensions
+    ordered = [params[name] for name in _splitk_kernel.arg_names]
+
+    rows = [
+        ("torch.empty (m, n) bf16", lambda: torch.empty((m, n), device=device, dtype=torch.bfloat16)),
+        ("torch.zeros (m, n) fp32", lambda: torch.zeros((m, n), device=device, dtype=torch.float32)),
+        ("fp32 -> bf16 cast (m, n)", lambda: c32.to(torch.bfloat16)),
+        ("_splitk_kernel[grid](...) (JIT path)", lambda: _splitk_kernel[grid](**params, **options)),
+        ("CompiledKernel[grid](*args) (direct)", lambda: direct(*ordered)),
+        ("torch.matmul (cuBLAS)", lambda: torch.matmul(a, b)),
+    ]
+    for name, variant_cfg in (
+        ("splitk", cfg),
+        ("splitk_det", cfg),
+        ("grouped", MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3)),
+        ("persistent_tma", MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3)),
+    ):
+        launch = get_variant(name).launch
+        rows.append((f"variant {name} {variant_cfg.key}", lambda la=launch, vc=variant_cfg: la(a, b, vc)))
+    results = [(name, host_us(fn, args.calls)) for name, fn in rows]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["shape", "what", "host_us_per_call"])
+        writer.writerows([(args.shape, name, f"{us:.1f}") for name, us in results])
+    print(f"{torch.cuda.get_device_name(device)}, triton {triton.__version__}, torch {torch.__version__}")
+    for name, us in results:
+        print(f"{us:8.1f} us  {name}")
+
+
+if __name__ == "__main__":
+    main()
