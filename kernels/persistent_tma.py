@@ -14,10 +14,11 @@ stride a multiple of 16 bytes, and a 16-byte aligned start; C is allocated (M, N
 so N * itemsize must be a multiple of 16 too. Odd sizes (N = 32001 in bf16, say) do not
 qualify: `persistent_tma` raises `TmaUnsupported` and the config-space rule `tma_strides_aligned`
 prunes such points before they are queued. Their answer is `persistent_tma_pad`, the same kernel
-after copying each unaligned operand into rows padded to 16 bytes (one extra read and write of
-that operand: for 4096x32001x4096 in bf16, 262 MB of B, about 0.11 ms at 4.8 TB/s against a
-1.4 ms product) and storing C into a padded buffer, returned as an (M, N) view with a row stride
-of N rounded up to 16 bytes (no copy; not contiguous). Its rule `tma_needs_padding` keeps it off
+after copying each unaligned operand into rows 128 bytes apart (`PAD_PITCH_BYTES` says why; one
+extra read and write of that operand: for 4096x32001x4096 in bf16, 262 MB of B, 0.30 ms at the
+1.7 TB/s torch's copy reaches from rows of odd length, against a 1.56 ms product, visit 47) and
+storing C into a padded buffer, returned as an (M, N) view with a row stride of N rounded up to
+128 bytes (no copy; not contiguous). Its rule `tma_needs_padding` keeps it off
 shapes that need no padding. The pointer variants serve the rest, with their vector width kept
 wherever N and K allow (kernels/tile.py).
 Off Hopper (no TMA) the launcher raises the same error; the farm's compile-ahead step calls the
@@ -171,14 +172,23 @@ def persistent_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
     return _launch(a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
 
 
-def aligned_rows(rows: int, cols: int, like: torch.Tensor) -> torch.Tensor:
-    """An uninitialised (rows, cols) view whose rows start 16 bytes apart (a wider buffer's left part)."""
-    per_row = TMA_ALIGN_BYTES // like.element_size()
+# Rows of padded operands start 128 B apart, not TMA's minimum of 16: a whole cache line, so a
+# box row of 64 bf16 never straddles two. Kernel time at 128x256x64 on the H200, CUDA graphs
+# (visit 46): 4097^3 0.288 -> 0.237 ms, 4096x32001x4096 1.706 -> 1.635, 2048x50257x768
+# 0.301 -> 0.284; 4096^3, whose rows are 128 B apart either way, 0.200 -> 0.202.
+PAD_PITCH_BYTES = 128
+
+
+def aligned_rows(
+    rows: int, cols: int, like: torch.Tensor, pitch_bytes: int = PAD_PITCH_BYTES
+) -> torch.Tensor:
+    """An uninitialised (rows, cols) view, rows pitch_bytes apart (a wider buffer's left part)."""
+    per_row = pitch_bytes // like.element_size()
     return torch.empty((rows, cdiv(cols, per_row) * per_row), device=like.device, dtype=like.dtype)[:, :cols]
 
 
 def padded(t: torch.Tensor) -> torch.Tensor:
-    """t itself if TMA can describe it, else a copy with 16-byte aligned rows (same shape and values).
+    """t itself if TMA can describe it, else a copy with rows 128 bytes apart (same shape and values).
 
     The padding columns are never read: the descriptor's shape is the logical one, and the
     hardware fills what lies past it with zeros.
