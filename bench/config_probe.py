@@ -6,9 +6,9 @@
 Configs come from each variant's own config space (its rules prune them), narrowed by `--axes`
 and by `--waves`: a split config is kept when its programs (tiles x SPLIT_K) fill between that
 many waves of the device's SMs, the range where a split can pay; an unsplit one when its tiles
-fill at least one wave. Every result is checked against the
-fp64 reference before it is timed; every time is do_bench's median with L2 flushed, cuBLAS timed
-the same way on the same operands. Prints each variant's best per shape; the CSV has them all.
+fill at least one wave. Every result is checked against the fp64 reference before it is timed;
+every time is do_bench's median with L2 flushed, cuBLAS timed the same way on the same operands.
+Prints each variant's best per shape; the CSV has every config.
 
 A do_bench time is the larger of a call's GPU time and its host time past the L2 flush's: below
 about 50 us it can be timing the Python launcher (visit 43: 65-130 us a call for this project's
@@ -31,6 +31,8 @@ if __package__ in (None, ""):
 
 import torch
 
+from kernels.sizes import cdiv
+
 
 def parse_axes(items: list[str]) -> dict[str, tuple[int, ...]]:
     axes = {}
@@ -40,8 +42,12 @@ def parse_axes(items: list[str]) -> dict[str, tuple[int, ...]]:
     return axes
 
 
-def programs(cfg, m: int, n: int) -> int:
-    return -(-m // cfg.block_m) * -(-n // cfg.block_n) * cfg.split_k
+def fills_waves(cfg, m: int, n: int, sms: int, waves: tuple[float, float] | None) -> bool:
+    """`--waves`: a split config's programs fill waves[0]..waves[1] waves; an unsplit one's at least one."""
+    if waves is None:
+        return True
+    filled = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k / sms
+    return waves[0] <= filled <= waves[1] if cfg.split_k > 1 else filled >= 1
 
 
 def detail(fn) -> tuple[float, float]:
@@ -99,10 +105,7 @@ def main(argv: list[str] | None = None) -> None:
             variant = get_variant(name)
             best = None
             for cfg in variant.configs(m, n, k, dtype, axes):
-                waves = programs(cfg, m, n) / sms
-                if args.waves and not (
-                    args.waves[0] <= waves <= args.waves[1] if cfg.split_k > 1 else waves >= 1
-                ):
+                if not fills_waves(cfg, m, n, sms, args.waves):
                     continue
                 if time.time() > end:
                     break
@@ -110,25 +113,25 @@ def main(argv: list[str] | None = None) -> None:
                     acc = check_accuracy(variant.launch(a, b, cfg), ref, dtype, k)
                     ms = triton.testing.do_bench(lambda: variant.launch(a, b, cfg), return_mode="median")  # noqa: B023
                 except Exception as exc:  # out of resources and the like: recorded, not fatal
-                    rows.append([m, n, k, name, cfg.key, f"{waves:.2f}", "", "", "", str(exc)[:200]])
+                    rows.append([m, n, k, name, cfg.key, "", "", "", str(exc)[:200]])
                     print(f"  error {name} {cfg.key}: {str(exc)[:160]}", flush=True)
                     continue
-                rows.append([m, n, k, name, cfg.key, f"{waves:.2f}", ms, cublas, acc.ok, acc.rel_err])
+                rows.append([m, n, k, name, cfg.key, ms, cublas, acc.ok, acc.rel_err])
                 if acc.ok and (best is None or ms < best[0]):
                     best = (ms, cfg.key, cfg)
             line = f"{shape:>16} {name:15s} cublas {cublas:.4f} ms"
             if best:
                 line += f"  best {best[0]:.4f} ms  cublas/best {cublas / best[0]:.3f}  {best[1]}"
                 if args.detail:
-                    cfg = best[2]
-                    graph, host = detail(lambda: variant.launch(a, b, cfg))  # noqa: B023
+                    best_cfg = best[2]
+                    graph, host = detail(lambda: variant.launch(a, b, best_cfg))  # noqa: B023
                     line += f"  | graph {graph:.4f} host {host:.4f}"
             summary.append(line)
             print(line, flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["m", "n", "k", "variant", "config", "waves", "ms", "cublas_ms", "ok", "rel_err"])
+        writer.writerow(["m", "n", "k", "variant", "config", "ms", "cublas_ms", "ok", "rel_err_or_error"])
         writer.writerows(rows)
     print("\n".join(["", *summary]))
 
