@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from kernels import MatmulConfig, get_variant
     from kernels.splitk import _splitk_kernel
-    from kernels.tile import row_alignment
+    from kernels.tile import pointer_layout
 
     m, n, k = (int(x) for x in args.shape.split("x"))
     device = torch.device("cuda")
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         "stride_am": a.stride(0), "stride_ak": a.stride(1), "stride_bk": b.stride(0),
         "stride_bn": b.stride(1), "stride_cm": c32.stride(0), "stride_cn": c32.stride(1), "stride_ck": 0,
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": 1,
-        "SPLIT_K": cfg.split_k, "ATOMIC": True, "INPUT_PRECISION": "ieee", "ALIGN": row_alignment(a, b, c32),
+        "SPLIT_K": cfg.split_k, "ATOMIC": True, "INPUT_PRECISION": "ieee",
+        "ALIGN": pointer_layout(a, b, c32)[1],
     }  # fmt: skip
     options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     compiled = _splitk_kernel[grid](**params, **options)

@@ -13,7 +13,7 @@ from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import grouped_tile_jit
-from kernels.tile import row_alignment, store_tile, tile_accumulate
+from kernels.tile import pointer_layout, store_tile, tile_accumulate
 
 
 @triton.jit
@@ -34,10 +34,11 @@ def grouped(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     m, n, k = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n),)
+    strides, align = pointer_layout(a, b, c)
     _grouped_kernel[grid](
-        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        a, b, c, m, n, k, *strides,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-        INPUT_PRECISION=cfg.input_precision, ALIGN=row_alignment(a, b, c),
+        INPUT_PRECISION=cfg.input_precision, ALIGN=align,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return c

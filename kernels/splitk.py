@@ -20,7 +20,7 @@ from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import split_range_jit, splitk_tile_jit
-from kernels.tile import row_alignment, tile_accumulate, tile_offsets
+from kernels.tile import pointer_layout, tile_accumulate, tile_offsets
 
 
 @triton.jit
@@ -48,12 +48,12 @@ def launch_split(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulC
     m, k = a.shape
     n = b.shape[1]
     grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n) * cfg.split_k,)
+    strides, align = pointer_layout(a, b, c)
     _splitk_kernel[grid](
-        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-        c.stride(-2), c.stride(-1), c.stride(0) if c.ndim == 3 else 0,
+        a, b, c, m, n, k, *strides, c.stride(0) if c.ndim == 3 else 0,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
         SPLIT_K=cfg.split_k, ATOMIC=atomic, INPUT_PRECISION=cfg.input_precision,
-        ALIGN=row_alignment(a, b, c),
+        ALIGN=align,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 

@@ -16,7 +16,7 @@ from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
-from kernels.tile import row_alignment, tile_accumulate, tile_offsets
+from kernels.tile import pointer_layout, tile_accumulate, tile_offsets
 
 
 def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
@@ -73,11 +73,11 @@ def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     m, n, k = check_operands(a, b, cfg)
     programs = streamk_programs(a.device, m, n, k, cfg)
     c = torch.zeros((m, n), device=a.device, dtype=torch.float32)
+    strides, align = pointer_layout(a, b, c)
     _streamk_kernel[(programs,)](
-        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        programs,
+        a, b, c, m, n, k, *strides, programs,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-        INPUT_PRECISION=cfg.input_precision, ALIGN=row_alignment(a, b, c),
+        INPUT_PRECISION=cfg.input_precision, ALIGN=align,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return c if a.dtype == torch.float32 else c.to(a.dtype)

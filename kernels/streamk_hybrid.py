@@ -27,7 +27,7 @@ from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import grouped_tile_jit
 from kernels.streamk import streamk_programs, streamk_work
-from kernels.tile import row_alignment, store_tile, tile_accumulate
+from kernels.tile import pointer_layout, store_tile, tile_accumulate
 
 
 def hybrid_split(tiles: int, programs: int) -> tuple[int, int]:
@@ -154,6 +154,7 @@ def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
     ws = alloc((max(shared, 1), cfg.block_m, cfg.block_n), device=a.device, dtype=torch.float32)
     counts = alloc((max(shared, 1),), device=a.device, dtype=torch.int32)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    strides, align = pointer_layout(a, b, c)
     _streamk_hybrid_kernel[(programs,)](
         a,
         b,
@@ -163,19 +164,14 @@ def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
         m,
         n,
         k,
-        a.stride(0),
-        a.stride(1),
-        b.stride(0),
-        b.stride(1),
-        c.stride(0),
-        c.stride(1),
+        *strides,
         programs,
         BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n,
         BLOCK_K=cfg.block_k,
         GROUP_M=cfg.group_m,
         INPUT_PRECISION=cfg.input_precision,
-        ALIGN=row_alignment(a, b, c),
+        ALIGN=align,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

@@ -9,7 +9,7 @@ Vector width on ragged sizes: Triton knows an integer argument is a multiple of 
 and nothing otherwise. With N = 5000 or K = 1000 (multiples of 8, not 16) it could prove neither
 the `% N` columns contiguous nor the row starts 16-byte aligned, and loaded element by element:
 3000x5000x1000 in bf16 ran at 0.12 of cuBLAS on an H200 (N = 5000 alone 0.14, K = 1000 alone
-0.28). `row_alignment` finds the power of two (up to 16) dividing N and the row strides of
+0.28). `pointer_layout` finds the power of two (up to 16) dividing N and the row strides of
 row-major operands on the host; the kernels pass it as ALIGN and `_aligned` rewrites those values
 as `x // ALIGN * ALIGN` (the same number, now with a divisibility the compiler can see).
 """
@@ -24,14 +24,21 @@ import triton.language as tl
 MAX_ALIGN = 16
 
 
-def row_alignment(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> int:
-    """Largest power of two <= 16 dividing N and the row strides of A, B and C; 1 unless all are row-major.
+def pointer_layout(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[tuple[int, ...], int]:
+    """The strides the pointer kernels take, in their order (am, ak, bk, bn, cm, cn), and ALIGN:
+    the largest power of two <= 16 dividing N and the row strides of A, B and C; 1 unless all three
+    are row-major.
 
     c may be a stack of outputs (a split-K workspace): its last two dimensions are the tile's.
+    Each tensor's strides are read once: a `stride(i)` call costs about 0.5 us of Python, and a
+    launcher's host time is what an eager caller of a short kernel waits for (38-57 us a call for
+    the pointer variants on the H200 host, docs/bench/launch_overhead.csv).
     """
-    if a.stride(1) != 1 or b.stride(1) != 1 or c.stride(-1) != 1:
-        return 1
-    return math.gcd(a.stride(0), b.stride(0), c.stride(-2), b.shape[1], MAX_ALIGN)
+    (am, ak), (bk, bn), c_strides = a.stride(), b.stride(), c.stride()
+    cm, cn = c_strides[-2:]
+    row_major = ak == 1 and bn == 1 and cn == 1
+    align = math.gcd(am, bk, cm, b.shape[1], MAX_ALIGN) if row_major else 1
+    return (am, ak, bk, bn, cm, cn), align
 
 
 @triton.jit

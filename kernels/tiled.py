@@ -12,7 +12,7 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
-from kernels.tile import row_alignment, store_tile, tile_accumulate
+from kernels.tile import pointer_layout, store_tile, tile_accumulate
 
 
 def tiled_tile(pid_m: int, pid_n: int) -> tuple[int, int]:
@@ -39,10 +39,11 @@ def tiled(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     m, n, k = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n))
+    strides, align = pointer_layout(a, b, c)
     _tiled_kernel[grid](
-        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        a, b, c, m, n, k, *strides,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, INPUT_PRECISION=cfg.input_precision,
-        ALIGN=row_alignment(a, b, c),
+        ALIGN=align,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return c

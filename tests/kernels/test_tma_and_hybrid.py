@@ -11,7 +11,7 @@ from kernels import MatmulConfig, check_accuracy, get_variant, reference_matmul
 from kernels.persistent_tma import TmaUnsupported, tma_device_error
 from kernels.space import Problem, tma_box_fits, tma_needs_padding, tma_strides_aligned
 from kernels.streamk_hybrid import _streamk_hybrid_kernel, hybrid_split
-from kernels.tile import row_alignment
+from kernels.tile import pointer_layout
 
 DTYPES = [
     pytest.param(dt, id=str(dt).removeprefix("torch."))
@@ -173,11 +173,20 @@ def test_hybrid_fixup_needs_zeroed_counters(device, stale):
         pytest.param((64, 1000), (5000, 1000), True, 1, id="b-column-major"),
     ],
 )
-def test_row_alignment(a_shape, b_shape, transpose_b, expected):
+def test_row_alignment_hint(a_shape, b_shape, transpose_b, expected):
     a, b = torch.empty(a_shape, device="meta"), torch.empty(b_shape, device="meta")
     b = b.t() if transpose_b else b
     c = torch.empty((a.shape[0], b.shape[1]), device="meta")
-    assert row_alignment(a, b, c) == expected
+    assert pointer_layout(a, b, c)[1] == expected
+
+
+def test_pointer_layout_gives_the_kernels_strides_in_their_order():
+    a = torch.empty((48, 80), device="meta")[:, :40]  # rows 80 apart
+    ws = torch.empty((4, 48, 64), device="meta")[:, :, :56]  # a split-K workspace: a stack of C tiles
+    b_column_major = torch.empty((56, 40), device="meta").t()  # (40, 56), strides (1, 40)
+    assert pointer_layout(a, b_column_major, ws) == ((80, 1, 1, 40, 64, 1), 1)
+    b = torch.empty((40, 64), device="meta")[:, :56]
+    assert pointer_layout(a, b, ws) == ((80, 1, 64, 1, 64, 1), 8)  # gcd(80, 64, 64, N = 56, 16)
 
 
 @pytest.mark.parametrize("claimed", ["launcher", "overclaimed"])
@@ -189,8 +198,8 @@ def test_alignment_hint_must_be_true(device, claimed):
     m, n, k = 37, 50, 200
     a, b = _random((m, k), torch.float16, device, 9), _random((k, n), torch.float16, device, 10)
     c = torch.full((m, n), math.nan, dtype=torch.float16, device=device)
-    align = row_alignment(a, b, c) if claimed == "launcher" else 8
-    assert row_alignment(a, b, c) == 2
+    align = pointer_layout(a, b, c)[1] if claimed == "launcher" else 8
+    assert pointer_layout(a, b, c)[1] == 2
     _grouped_kernel[(triton.cdiv(m, 16) * triton.cdiv(n, 16),)](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee", ALIGN=align,
