@@ -18,9 +18,9 @@ after copying each unaligned operand into rows 128 bytes apart (`PAD_PITCH_BYTES
 extra read and write of that operand: for 4096x32001x4096 in bf16, 262 MB of B, 0.30 ms at the
 1.7 TB/s torch's copy reaches from rows of odd length, against a 1.56 ms product, visit 47) and
 storing C into a padded buffer, returned as an (M, N) view with a row stride of N rounded up to
-128 bytes (no copy; not contiguous). Its rule `tma_needs_padding` keeps it off
-shapes that need no padding. The pointer variants serve the rest, with their vector width kept
-wherever N and K allow (kernels/tile.py).
+128 bytes (no copy; not contiguous). Its rule `tma_needs_padding` keeps it off shapes that need
+no padding. The pointer variants serve the rest, with their vector width kept wherever N and K
+allow (kernels/tile.py).
 Off Hopper (no TMA) the launcher raises the same error; the farm's compile-ahead step calls the
 launcher first, so such a point is stored with the error text as `compile_error`.
 
