@@ -75,7 +75,7 @@ def tma_device_error(device: torch.device) -> str | None:
     return None
 
 
-def _descriptor(t: torch.Tensor, rows: int, cols: int) -> tuple[TensorDescriptor, bool]:
+def operand_descriptor(t: torch.Tensor, rows: int, cols: int) -> tuple[TensorDescriptor, bool]:
     """A descriptor over t's contiguous orientation, and whether the kernel must transpose its tiles.
 
     A row-major t (stride(1) == 1) is described as it is, with a [rows, cols] box; a column-major
@@ -138,10 +138,13 @@ def persistent_programs(device: torch.device, m: int, n: int, cfg: MatmulConfig)
     return min(multiprocessor_count(device), cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n))
 
 
-def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
-    """Check what TMA needs of a, b, c and the device (`TmaUnsupported` if not met), then launch into c."""
-    m, k = a.shape
-    n = b.shape[1]
+def output_descriptor(c: torch.Tensor, cfg: MatmulConfig) -> TensorDescriptor:
+    """C's descriptor, its box half a tile wide: the epilogue stores a tile in two halves."""
+    return TensorDescriptor(c, list(c.shape), [c.stride(0), 1], [cfg.block_m, cfg.block_n // 2])
+
+
+def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> None:
+    """Raise `TmaUnsupported` unless TMA can describe a, b and c with cfg's boxes on their device."""
     errors = [tma_device_error(a.device)]
     errors += [tma_layout_error(t, name) for t, name in ((a, "A"), (b, "B"), (c, "C"))]
     errors += [
@@ -152,9 +155,16 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig
     errors = [e for e in errors if e]
     if errors:
         raise TmaUnsupported("; ".join(errors))
-    a_desc, a_transposed = _descriptor(a, cfg.block_m, cfg.block_k)
-    b_desc, b_transposed = _descriptor(b, cfg.block_k, cfg.block_n)
-    c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [cfg.block_m, cfg.block_n // 2])
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """Check what TMA needs (`check_tma`), then launch into c."""
+    m, k = a.shape
+    n = b.shape[1]
+    check_tma(a, b, c, cfg)
+    a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
+    b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
+    c_desc = output_descriptor(c, cfg)
     programs = persistent_programs(a.device, m, n, cfg)
     _persistent_tma_kernel[(programs,)](
         a_desc, b_desc, c_desc, m, n, k,

@@ -33,6 +33,19 @@ def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> li
 
 
 @triton.jit
+def streamk_share(pid, total, PROGRAMS):
+    """[it, end): program pid's equal contiguous share of `total` K iterations (`streamk_work`)."""
+    return pid * total // PROGRAMS, (pid + 1) * total // PROGRAMS
+
+
+@triton.jit
+def streamk_piece(it, end, iters_per_tile):
+    """(tile, k0, k1): the piece of one tile that a share ending at `end` computes from iteration `it`."""
+    k0 = it % iters_per_tile
+    return it // iters_per_tile, k0, tl.minimum(iters_per_tile, k0 + end - it)
+
+
+@triton.jit
 def _streamk_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, PROGRAMS,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -42,13 +55,9 @@ def _streamk_kernel(
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     iters_per_tile = tl.cdiv(K, BLOCK_K)
-    total = num_pid_m * num_pid_n * iters_per_tile
-    it = pid * total // PROGRAMS
-    end = (pid + 1) * total // PROGRAMS
+    it, end = streamk_share(pid, num_pid_m * num_pid_n * iters_per_tile, PROGRAMS)
     while it < end:
-        tile = it // iters_per_tile
-        k0 = it % iters_per_tile
-        k1 = tl.minimum(iters_per_tile, k0 + end - it)
+        tile, k0, k1 = streamk_piece(it, end, iters_per_tile)
         pid_m, pid_n = grouped_tile_jit(tile, num_pid_m, num_pid_n, GROUP_M)
         k_start, k_end = k0 * BLOCK_K, tl.minimum(k1 * BLOCK_K, K)
         acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,

@@ -26,7 +26,7 @@ from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import grouped_tile_jit
-from kernels.streamk import streamk_programs, streamk_work
+from kernels.streamk import streamk_piece, streamk_programs, streamk_share, streamk_work
 from kernels.tile import pointer_layout, store_tile, tile_accumulate
 
 
@@ -44,6 +44,22 @@ def hybrid_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> lis
         (data_parallel + tile, k0, k1) for tile, k0, k1 in streamk_work(pid, shared, iters_per_tile, programs)
     ]
     return pieces
+
+
+@triton.jit
+def contribute(ws_ptr, counts_ptr, shared, acc, iters, iters_per_tile,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    """Add acc, `iters` K iterations of shared tile `shared`, into the tile's fp32 workspace slot.
+
+    Returns the slot and whether this contributor completed the tile's `iters_per_tile`: that one,
+    and only that one, then reads the sum with `tl.load(slot, cache_modifier=".cg")` and stores it.
+    """
+    offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    slot = ws_ptr + shared * (BLOCK_M * BLOCK_N) + offsets
+    tl.atomic_add(slot, acc, sem="relaxed")
+    tl.debug_barrier()  # every thread's adds precede the release below
+    before = tl.atomic_add(counts_ptr + shared, iters, sem="acq_rel")
+    return slot, before + iters == iters_per_tile
 
 
 @triton.jit
@@ -99,14 +115,9 @@ def _streamk_hybrid_kernel(
         )
         store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
     # The last partial wave: equal shares of its K iterations (`streamk_work`).
-    total = (tiles - data_parallel) * iters_per_tile
-    it = pid * total // PROGRAMS
-    end = (pid + 1) * total // PROGRAMS
-    ws_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    it, end = streamk_share(pid, (tiles - data_parallel) * iters_per_tile, PROGRAMS)
     while it < end:
-        shared_tile = it // iters_per_tile
-        k0 = it % iters_per_tile
-        k1 = tl.minimum(iters_per_tile, k0 + end - it)
+        shared_tile, k0, k1 = streamk_piece(it, end, iters_per_tile)
         pid_m, pid_n = grouped_tile_jit(data_parallel + shared_tile, num_pid_m, num_pid_n, GROUP_M)
         acc = tile_accumulate(
             a_ptr,
@@ -130,12 +141,11 @@ def _streamk_hybrid_kernel(
         if (k0 == 0) & (k1 == iters_per_tile):  # the whole tile is this program's
             store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
         else:
-            ws_tile = ws_ptr + shared_tile * (BLOCK_M * BLOCK_N) + ws_offsets
-            tl.atomic_add(ws_tile, acc, sem="relaxed")
-            tl.debug_barrier()  # every thread's adds precede the release below
-            before = tl.atomic_add(counts_ptr + shared_tile, k1 - k0, sem="acq_rel")
-            if before + (k1 - k0) == iters_per_tile:  # the last contributor stores the sum
-                total_acc = tl.load(ws_tile, cache_modifier=".cg")
+            slot, last = contribute(
+                ws_ptr, counts_ptr, shared_tile, acc, k1 - k0, iters_per_tile, BLOCK_M, BLOCK_N
+            )
+            if last:  # the last contributor stores the sum
+                total_acc = tl.load(slot, cache_modifier=".cg")
                 store_tile(
                     c_ptr, total_acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN
                 )
