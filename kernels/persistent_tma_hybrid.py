@@ -71,7 +71,10 @@ def _persistent_tma_hybrid_kernel(
     k_tiles = tl.cdiv(K, BLOCK_K)
     tiles = num_pid_m * num_pid_n
     data_parallel = tiles // NUM_PROGRAMS * NUM_PROGRAMS
-    for tile in range(pid, data_parallel, NUM_PROGRAMS):  # the full waves: whole tiles
+    # The full waves: whole tiles. A plain loop, not persistent_tma's `tl.range(flatten=True)` (which
+    # overlaps a tile's epilogue with the next one's loads): the flattened form is the first thing to
+    # try once this kernel has run on a GPU.
+    for tile in range(pid, data_parallel, NUM_PROGRAMS):
         pid_m, pid_n = grouped_tile_jit(tile, num_pid_m, num_pid_n, GROUP_M)
         acc = _product(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_tiles,
                        BLOCK_M, BLOCK_N, BLOCK_K, A_TRANSPOSED, B_TRANSPOSED, INPUT_PRECISION)  # fmt: skip
