@@ -1,5 +1,6 @@
-"""persistent_tma (TMA descriptors; Triton 3.9's interpreter emulates host descriptors) and
-streamk_hybrid's shared-tile fixup, plus the row-alignment hint the pointer kernels rely on."""
+"""persistent_tma and persistent_tma_hybrid (TMA descriptors; Triton 3.9's interpreter emulates
+host descriptors), the shared-tile fixup of both hybrids, and the strides and row-alignment hint
+the pointer kernels rely on (`pointer_layout`)."""
 
 import math
 
