@@ -31,6 +31,7 @@ if __package__ in (None, ""):
 
 import torch
 
+from bench.launch_overhead import host_us
 from kernels.sizes import cdiv
 
 
@@ -56,14 +57,7 @@ def detail(fn) -> tuple[float, float]:
     import triton
 
     graph = triton.testing.do_bench_cudagraph(fn, return_mode="median")
-    torch.cuda.synchronize()
-    calls = 200
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    host = (time.perf_counter() - start) / calls * 1e3
-    torch.cuda.synchronize()
-    return graph, host
+    return graph, host_us(fn, calls=200) / 1e3
 
 
 def main(argv: list[str] | None = None) -> None:

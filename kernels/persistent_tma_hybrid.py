@@ -30,9 +30,9 @@ from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.persistent_tma import check_tma, operand_descriptor, output_descriptor, persistent_programs
 from kernels.registry import register_variant
-from kernels.schedule import cdiv, grouped_tile_jit
+from kernels.schedule import grouped_tile_jit
 from kernels.streamk import streamk_piece, streamk_share
-from kernels.streamk_hybrid import contribute, hybrid_split
+from kernels.streamk_hybrid import contribute, shared_workspace
 
 
 @triton.jit
@@ -103,11 +103,7 @@ def persistent_tma_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     check_tma(a, b, c, cfg)
     programs = persistent_programs(a.device, m, n, cfg)
-    _, shared = hybrid_split(cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n), programs)
-    # Whole waves only (shared == 0): nothing is shared, so no memset; the kernel never touches these.
-    alloc = torch.zeros if shared else torch.empty
-    ws = alloc((max(shared, 1), cfg.block_m, cfg.block_n), device=a.device, dtype=torch.float32)
-    counts = alloc((max(shared, 1),), device=a.device, dtype=torch.int32)
+    ws, counts = shared_workspace(m, n, programs, cfg, a.device)
     a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
     b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
     c_desc = output_descriptor(c, cfg)

@@ -152,17 +152,25 @@ def _streamk_hybrid_kernel(
         it += k1 - k0
 
 
+def shared_workspace(
+    m: int, n: int, programs: int, cfg: MatmulConfig, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The zeroed fp32 workspace and counters of the last partial wave's shared tiles (`hybrid_split`).
+
+    Whole waves only: nothing is shared, so no memset; the kernel never touches these.
+    """
+    _, shared = hybrid_split(triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n), programs)
+    alloc = torch.zeros if shared else torch.empty
+    ws = alloc((max(shared, 1), cfg.block_m, cfg.block_n), device=device, dtype=torch.float32)
+    return ws, alloc((max(shared, 1),), device=device, dtype=torch.int32)
+
+
 @register_variant("streamk_hybrid", config_space="grouped", atomic=True)
 def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Full waves data-parallel, stream-K over the last partial wave (fp32 workspace, last one stores)."""
     m, n, k = check_operands(a, b, cfg)
     programs = streamk_programs(a.device, m, n, k, cfg)
-    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-    _, shared = hybrid_split(tiles, programs)
-    # Whole waves only (shared == 0): nothing is shared, so no memset; the kernel never touches these.
-    alloc = torch.zeros if shared else torch.empty
-    ws = alloc((max(shared, 1), cfg.block_m, cfg.block_n), device=a.device, dtype=torch.float32)
-    counts = alloc((max(shared, 1),), device=a.device, dtype=torch.int32)
+    ws, counts = shared_workspace(m, n, programs, cfg, a.device)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     strides, align = pointer_layout(a, b, c)
     _streamk_hybrid_kernel[(programs,)](
