@@ -84,6 +84,7 @@ class Dispatcher:
                 entries.sort(key=lambda e: e.ms)
         self._decided: dict[tuple, Choice] = {}
         self._warned: set[str] = set()
+        self._device_names: dict[torch.device, str] = {}  # a name lookup costs microseconds a call
 
     @classmethod
     def load(cls, path: str | Path, *, gpu_name: str | None = None) -> Dispatcher:
@@ -128,7 +129,9 @@ class Dispatcher:
         return Choice(LIBRARY, LIBRARY_CONFIG, None)
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        gpu_name = self.gpu_name or device_name(a.device)
+        gpu_name = self.gpu_name or self._device_names.get(a.device)
+        if gpu_name is None:
+            gpu_name = self._device_names[a.device] = device_name(a.device)
         choice = self.choose(a.shape[0], b.shape[-1], a.shape[-1], a.dtype, gpu_name)
         if choice.variant == LIBRARY:
             return torch.matmul(a, b)

@@ -12,7 +12,7 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
-from kernels.schedule import grouped_tile_jit
+from kernels.schedule import cdiv, grouped_tile_jit
 from kernels.tile import pointer_layout, store_tile, tile_accumulate
 
 
@@ -33,7 +33,7 @@ def grouped(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     """1-D grid in GROUP_SIZE_M program order."""
     m, n, k = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n),)
+    grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n),)
     strides, align = pointer_layout(a, b, c)
     _grouped_kernel[grid](
         a, b, c, m, n, k, *strides,

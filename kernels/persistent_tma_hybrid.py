@@ -71,13 +71,21 @@ def _persistent_tma_hybrid_kernel(
     k_tiles = tl.cdiv(K, BLOCK_K)
     tiles = num_pid_m * num_pid_n
     data_parallel = tiles // NUM_PROGRAMS * NUM_PROGRAMS
-    # The full waves: whole tiles. A plain loop, not persistent_tma's `tl.range(flatten=True)` (which
-    # overlaps a tile's epilogue with the next one's loads): the flattened form is the first thing to
-    # try once this kernel has run on a GPU.
-    for tile in range(pid, data_parallel, NUM_PROGRAMS):
+    # The full waves: whole tiles, as persistent_tma walks them (a flattened loop, so a tile's
+    # epilogue overlaps the next one's loads; the epilogue recomputes its tile from its own counter).
+    tile_c = pid - NUM_PROGRAMS
+    for tile in tl.range(pid, data_parallel, NUM_PROGRAMS, flatten=True):
         pid_m, pid_n = grouped_tile_jit(tile, num_pid_m, num_pid_n, GROUP_M)
-        acc = _product(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_tiles,
-                       BLOCK_M, BLOCK_N, BLOCK_K, A_TRANSPOSED, B_TRANSPOSED, INPUT_PRECISION)  # fmt: skip
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            a = a_desc.load([off_k, off_m]).T if A_TRANSPOSED else a_desc.load([off_m, off_k])
+            b = b_desc.load([off_n, off_k]).T if B_TRANSPOSED else b_desc.load([off_k, off_n])
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        tile_c += NUM_PROGRAMS
+        pid_m, pid_n = grouped_tile_jit(tile_c, num_pid_m, num_pid_n, GROUP_M)
         _store(c_desc, acc, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N)
     # The last partial wave: equal shares of its K iterations (`hybrid_work`).
     it, end = streamk_share(pid, (tiles - data_parallel) * k_tiles, NUM_PROGRAMS)

@@ -19,7 +19,7 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
-from kernels.schedule import split_range_jit, splitk_tile_jit
+from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
 from kernels.tile import pointer_layout, tile_accumulate, tile_offsets
 
 
@@ -47,7 +47,7 @@ def launch_split(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulC
     """Launch the split kernel into c: an (M, N) fp32 sum (atomic) or a (SPLIT_K, M, N) workspace."""
     m, k = a.shape
     n = b.shape[1]
-    grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n) * cfg.split_k,)
+    grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k,)
     strides, align = pointer_layout(a, b, c)
     _splitk_kernel[grid](
         a, b, c, m, n, k, *strides, c.stride(0) if c.ndim == 3 else 0,

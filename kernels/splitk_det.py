@@ -15,6 +15,7 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
+from kernels.schedule import cdiv
 from kernels.splitk import launch_split
 
 # 1024 outputs per program, 4 warps: 8 fp32 loads per thread per slice, enough in flight to
@@ -39,7 +40,7 @@ def splitk_det(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Ten
     workspace = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
     launch_split(a, b, workspace, cfg, atomic=False)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    _reduce_splits_kernel[(triton.cdiv(m * n, REDUCE_BLOCK),)](
+    _reduce_splits_kernel[(cdiv(m * n, REDUCE_BLOCK),)](
         workspace, c, m * n, SPLIT_K=cfg.split_k, BLOCK=REDUCE_BLOCK, num_warps=4
     )
     return c

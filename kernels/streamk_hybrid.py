@@ -25,7 +25,7 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
-from kernels.schedule import grouped_tile_jit
+from kernels.schedule import cdiv, grouped_tile_jit
 from kernels.streamk import streamk_piece, streamk_programs, streamk_share, streamk_work
 from kernels.tile import pointer_layout, store_tile, tile_accumulate
 
@@ -159,7 +159,7 @@ def shared_workspace(
 
     Whole waves only: nothing is shared, so no memset; the kernel never touches these.
     """
-    _, shared = hybrid_split(triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n), programs)
+    _, shared = hybrid_split(cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n), programs)
     alloc = torch.zeros if shared else torch.empty
     ws = alloc((max(shared, 1), cfg.block_m, cfg.block_n), device=device, dtype=torch.float32)
     return ws, alloc((max(shared, 1),), device=device, dtype=torch.int32)

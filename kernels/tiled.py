@@ -12,6 +12,7 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.registry import register_variant
+from kernels.schedule import cdiv
 from kernels.tile import pointer_layout, store_tile, tile_accumulate
 
 
@@ -38,7 +39,7 @@ def tiled(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """2-D grid, one program per output tile."""
     m, n, k = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    grid = (triton.cdiv(m, cfg.block_m), triton.cdiv(n, cfg.block_n))
+    grid = (cdiv(m, cfg.block_m), cdiv(n, cfg.block_n))
     strides, align = pointer_layout(a, b, c)
     _tiled_kernel[grid](
         a, b, c, m, n, k, *strides,
