@@ -73,7 +73,6 @@ VARIANTS = {
     "streamk": MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3),
     "streamk_hybrid": MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3),
     "persistent_tma": MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3),
-    "persistent_tma_hybrid": MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3),
     "persistent_tma_pad": MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3),
 }
 

@@ -50,7 +50,6 @@ BUILTINS: dict[str, Builtin] = {
     "streamk_hybrid": Builtin("kernels.streamk_hybrid", "grouped", atomic=True),
     "persistent_tma": Builtin("kernels.persistent_tma", "persistent_tma"),
     "persistent_tma_pad": Builtin("kernels.persistent_tma", "persistent_tma_pad"),
-    "persistent_tma_hybrid": Builtin("kernels.persistent_tma_hybrid", "persistent_tma", atomic=True),
     "cublas": Builtin("kernels.cublas", "library", baseline=True),
 }
 

@@ -1,6 +1,6 @@
-"""persistent_tma and persistent_tma_hybrid (TMA descriptors; Triton 3.9's interpreter emulates
-host descriptors), the shared-tile fixup of both hybrids, and the strides and row-alignment hint
-the pointer kernels rely on (`pointer_layout`)."""
+"""persistent_tma (TMA descriptors; Triton 3.9's interpreter emulates host descriptors),
+streamk_hybrid's shared-tile fixup, and the strides and row-alignment hint the pointer kernels
+rely on (`pointer_layout`)."""
 
 import math
 
@@ -9,8 +9,7 @@ import torch
 import triton
 
 from kernels import MatmulConfig, check_accuracy, get_variant, reference_matmul
-from kernels.persistent_tma import TmaUnsupported, operand_descriptor, output_descriptor, tma_device_error
-from kernels.persistent_tma_hybrid import _persistent_tma_hybrid_kernel
+from kernels.persistent_tma import TmaUnsupported, tma_device_error
 from kernels.space import Problem, tma_box_fits, tma_needs_padding, tma_strides_aligned
 from kernels.streamk_hybrid import _streamk_hybrid_kernel, hybrid_split
 from kernels.tile import pointer_layout
@@ -21,18 +20,14 @@ DTYPES = [
 ]
 TMA_CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
 # Ragged but TMA-legal: N and K multiples of 8 (16 bytes in fp16/bf16), none a multiple of the
-# blocks; 2-14 tiles on the interpreter's 4 programs, so programs walk several tiles, and for
-# persistent_tma_hybrid the last partial wave is shared: K iterations split across programs and
-# tiles (37x56x200: 6 tiles, 4 whole, 2 x 13 iterations shared), or whole tiles handed out in
-# it (112x32x8: 7 tiles of one iteration each).
+# blocks; 2-14 tiles on the interpreter's 4 programs, so programs walk several tiles.
 TMA_SHAPES = [
     pytest.param(37, 56, 200, id="37x56x200"),
     pytest.param(100, 40, 24, id="100x40x24"),
     pytest.param(17, 136, 40, id="17x136x40"),
     pytest.param(1, 64, 8, id="1x64x8-k-under-block"),
-    pytest.param(112, 32, 8, id="112x32x8-whole-tiles-shared"),
+    pytest.param(112, 32, 8, id="112x32x8"),
 ]
-PERSISTENT = ["persistent_tma", "persistent_tma_hybrid"]
 
 
 def _random(shape, dtype, device, seed):
@@ -48,10 +43,9 @@ def _assert_close(c, a, b):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("m", "n", "k"), TMA_SHAPES)
-@pytest.mark.parametrize("variant", PERSISTENT)
-def test_persistent_tma_matches_fp64(device, variant, m, n, k, dtype):
+def test_persistent_tma_matches_fp64(device, m, n, k, dtype):
     a, b = _random((m, k), dtype, device, 1), _random((k, n), dtype, device, 2)
-    _assert_close(get_variant(variant).launch(a, b, TMA_CFG), a, b)
+    _assert_close(get_variant("persistent_tma").launch(a, b, TMA_CFG), a, b)
 
 
 TMA_LAYOUTS = {
@@ -69,10 +63,9 @@ TMA_LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", list(TMA_LAYOUTS))
-@pytest.mark.parametrize("variant", PERSISTENT)
-def test_persistent_tma_reads_either_orientation(device, variant, layout):
+def test_persistent_tma_reads_either_orientation(device, layout):
     a, b = TMA_LAYOUTS[layout](torch.bfloat16, device)
-    _assert_close(get_variant(variant).launch(a, b, TMA_CFG), a, b)
+    _assert_close(get_variant("persistent_tma").launch(a, b, TMA_CFG), a, b)
 
 
 ODD = [
@@ -171,27 +164,6 @@ def test_hybrid_fixup_needs_zeroed_counters(device, stale):
     )  # fmt: skip
     ok = check_accuracy(c, reference_matmul(a, b), a.dtype, k).ok
     assert ok != stale
-
-
-# persistent_tma_hybrid's shared tiles, the same planted fault: stale counters, so no contributor
-# sees itself last (6 tiles on 4 programs, 2 shared: 13 K iterations each, as 6 + 7 from two
-# programs) and the NaN C started with stays in them.
-@pytest.mark.parametrize("stale", [False, True], ids=["zeroed-counters", "stale-counters"])
-def test_tma_hybrid_fixup_needs_zeroed_counters(device, stale):
-    m, n, k, programs = 37, 56, 200, 4
-    a, b = _random((m, k), torch.float16, device, 7), _random((k, n), torch.float16, device, 8)
-    c = torch.full((m, n), math.nan, dtype=torch.float16, device=device)
-    _, shared = hybrid_split(triton.cdiv(m, 16) * triton.cdiv(n, 32), programs)
-    assert shared == 2
-    ws = torch.zeros((shared, 16, 32), device=device)
-    counts = torch.full((shared,), 1 if stale else 0, dtype=torch.int32, device=device)
-    (a_desc, _), (b_desc, _) = operand_descriptor(a, 16, 16), operand_descriptor(b, 16, 32)
-    _persistent_tma_hybrid_kernel[(programs,)](
-        a_desc, b_desc, output_descriptor(c, TMA_CFG), ws, counts, m, n, k,
-        BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, NUM_PROGRAMS=programs,
-        A_TRANSPOSED=False, B_TRANSPOSED=False, INPUT_PRECISION="ieee",
-    )  # fmt: skip
-    assert check_accuracy(c, reference_matmul(a, b), a.dtype, k).ok != stale
 
 
 @pytest.mark.parametrize(
