@@ -12,6 +12,7 @@ with the constant, num_pid_m=3, num_pid_n=2, GROUP_M=2 maps pids 4 and 5 both to
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -77,6 +78,7 @@ def split_range_jit(pid_k, K, SPLIT_K: tl.constexpr, BLOCK_K: tl.constexpr):
     return k_start, tl.minimum(k_start + chunk, K)
 
 
+@functools.cache  # a device's properties cost about 5 us a call on the H200 host (visit 52)
 def multiprocessor_count(device: torch.device) -> int:
     """SMs of the tensors' device; FALLBACK_PROGRAMS where there are none (a CPU)."""
     module = torch.get_device_module(device) if device.type != "cpu" else None
