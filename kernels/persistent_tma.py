@@ -31,10 +31,12 @@ only `triton.tools.tensor_descriptor.TensorDescriptor`, `desc.load/store` and `t
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 import triton
 import triton.language as tl
+from triton.compiler.compiler import CompiledKernel
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.config import MatmulConfig
@@ -163,6 +165,16 @@ def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConf
         raise TmaUnsupported("; ".join(errors))
 
 
+# (device, dtype, m, n, k, the operands' strides, cfg) -> (the compiled kernel's runner for its grid,
+# the constexprs in the kernel's order). Triton's JIT path binds and specialises every argument on
+# each call: 37 us of host time at 2000x3000x1500 against 19.5 for the compiled kernel called
+# directly (visit 56), where the whole call is host-bound (90 us of host, 49 of GPU). The key holds
+# all the kernel was specialised on: the descriptors' dtype and boxes follow from dtype, cfg and the
+# strides, sizes go in by value, and the 16-byte aligned starts Triton also asks about, check_tma
+# has required. (A key of any kernel's arguments, built per argument, cost more than it saved: visit 50.)
+_COMPILED: dict[tuple, tuple[Callable, tuple]] = {}
+
+
 def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Check what TMA needs (`check_tma`), then launch into c."""
     m, k = a.shape
@@ -171,13 +183,24 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig
     a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
     b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
     c_desc = output_descriptor(c, cfg)
+    key = (a.device, a.dtype, m, n, k, a.stride(), b.stride(), c.stride(), cfg)
+    compiled = _COMPILED.get(key)
+    if compiled is not None:
+        runner, constexprs = compiled
+        runner(a_desc, b_desc, c_desc, m, n, k, *constexprs)
+        return c
     programs = persistent_programs(a.device, m, n, cfg)
-    _persistent_tma_kernel[(programs,)](
-        a_desc, b_desc, c_desc, m, n, k,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-        NUM_PROGRAMS=programs, A_TRANSPOSED=a_transposed, B_TRANSPOSED=b_transposed,
-        INPUT_PRECISION=cfg.input_precision, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )  # fmt: skip
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
+        "NUM_PROGRAMS": programs, "A_TRANSPOSED": a_transposed, "B_TRANSPOSED": b_transposed,
+        "INPUT_PRECISION": cfg.input_precision,
+    }  # fmt: skip
+    kernel = _persistent_tma_kernel[(programs,)](
+        a_desc, b_desc, c_desc, m, n, k, **constexprs, num_warps=cfg.num_warps, num_stages=cfg.num_stages
+    )
+    if isinstance(kernel, CompiledKernel):  # compiled (no interpreter): later calls of the key go direct
+        order = _persistent_tma_kernel.arg_names[6:]
+        _COMPILED[key] = kernel[(programs, 1, 1)], tuple(constexprs[name] for name in order)
     return c
 
 
@@ -198,9 +221,13 @@ PAD_PITCH_BYTES = 128
 def aligned_rows(
     rows: int, cols: int, like: torch.Tensor, pitch_bytes: int = PAD_PITCH_BYTES
 ) -> torch.Tensor:
-    """An uninitialised (rows, cols) view, rows pitch_bytes apart (a wider buffer's left part)."""
+    """An uninitialised (rows, cols) tensor whose rows start pitch_bytes apart.
+
+    One `empty_strided`, not a wider buffer sliced: the slice cost 6 us of host time on this VM.
+    """
     per_row = pitch_bytes // like.element_size()
-    return torch.empty((rows, cdiv(cols, per_row) * per_row), device=like.device, dtype=like.dtype)[:, :cols]
+    pitch = cdiv(cols, per_row) * per_row
+    return torch.empty_strided((rows, cols), (pitch, 1), device=like.device, dtype=like.dtype)
 
 
 def padded(t: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,99 @@
+"""persistent_tma's compiled calls (`kernels.persistent_tma._COMPILED`): which calls reuse the compiled
+kernel directly, with which arguments, and that the checks still run before them.
+
+Without a GPU nothing compiles, so the kernel is replaced by a stand-in whose JIT path is recorded
+and returns a CompiledKernel whose runner records the direct calls. On a GPU,
+bench/launch_overhead.py checks persistent_tma's results through the direct path.
+"""
+
+import pytest
+import torch
+from triton.compiler.compiler import CompiledKernel
+
+import kernels.persistent_tma as pt
+from kernels import MatmulConfig
+
+CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
+
+
+class _Compiled(CompiledKernel):
+    def __init__(self):  # nothing to load: no GPU
+        self.module = None  # what CompiledKernel.__del__ looks at
+        self.grids, self.calls = [], []
+
+    def __getitem__(self, grid):
+        self.grids.append(grid)
+        return lambda *args: self.calls.append(args)
+
+
+class _Kernel:
+    """The JIT kernel's interface: `kernel[grid](*args, **kwargs)` and its argument names."""
+
+    arg_names = pt._persistent_tma_kernel.arg_names
+
+    def __init__(self):
+        self.jit_calls, self.compiled = [], _Compiled()
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.jit_calls.append((grid, args, kwargs))
+            return self.compiled
+
+        return run
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    stand_in = _Kernel()
+    monkeypatch.setattr(pt, "_persistent_tma_kernel", stand_in)
+    monkeypatch.setattr(pt, "_COMPILED", {})
+    return stand_in
+
+
+def _operands(m, n, k, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn((m, k), generator=gen).to(torch.bfloat16)
+    return a, torch.randn((k, n), generator=gen).to(torch.bfloat16)
+
+
+def test_the_second_call_of_a_key_goes_direct_with_the_constexprs_in_order(kernel):
+    a, b = _operands(40, 48, 64)
+    pt.persistent_tma(a, b, CFG)
+    assert len(kernel.jit_calls) == 1 and kernel.compiled.calls == []
+    (grid, _, kwargs) = kernel.jit_calls[0]
+    a2, b2 = _operands(40, 48, 64, seed=1)  # new tensors, the same key
+    c2 = pt.persistent_tma(a2, b2, CFG)
+    assert len(kernel.jit_calls) == 1
+    assert kernel.compiled.grids == [(grid[0], 1, 1)]
+    (call,) = kernel.compiled.calls
+    a_desc, b_desc, c_desc = call[:3]
+    assert a_desc.base is a2 and b_desc.base is b2 and c_desc.base is c2  # this call's operands
+    assert call[3:6] == (40, 48, 64)
+    assert call[6:] == tuple(kwargs[name] for name in _Kernel.arg_names[6:])
+    assert call[6:10] == (16, 32, 16, 2)  # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param(lambda: (*_operands(40, 48, 80), CFG), id="another-k"),
+        pytest.param(lambda: (*_operands(40, 48, 64), CFG.replace(num_stages=3)), id="another-config"),
+        pytest.param(
+            lambda: (_operands(40, 48, 64)[0], _operands(40, 48, 64)[1].t().contiguous().t(), CFG),
+            id="b-column-major",
+        ),
+    ],
+)
+def test_a_call_the_compiled_kernel_may_not_fit_takes_the_jit_path(kernel, second):
+    pt.persistent_tma(*_operands(40, 48, 64), CFG)
+    pt.persistent_tma(*second())
+    assert len(kernel.jit_calls) == 2 and kernel.compiled.calls == []
+
+
+def test_the_checks_run_before_a_direct_call(kernel):
+    base = torch.zeros((40, 72), dtype=torch.bfloat16)
+    b = _operands(40, 48, 64)[1]
+    pt.persistent_tma(base[:, :64], b, CFG)  # rows 144 B apart, 16-byte aligned start
+    with pytest.raises(pt.TmaUnsupported, match="not aligned to 16 B"):
+        pt.persistent_tma(base[:, 1:65], b, CFG)  # the same key, its start 2 bytes in
+    assert len(kernel.jit_calls) == 1 and kernel.compiled.calls == []
