@@ -8,11 +8,12 @@ a Triton kernel of 30-50 us measured from Python can be timing its launcher (vis
 calls back to back (the GPU idle or behind; synchronised before and after):
 - torch ops every launcher makes (an allocation, a memset, a cast);
 - `_splitk_kernel[grid](...)`: Triton's JIT path (binds and specialises the arguments each call);
-- the same compiled kernel called directly (`CompiledKernel[grid](*args)`), the path a cached
-  launcher would take (visit 50: a cache keyed in Python on the arguments cost more than it saved);
+- the same compiled kernel called directly (`CompiledKernel[grid](*args)`), the path
+  `persistent_tma`'s launcher takes after a shape and config's first call (visit 50: a cache for
+  any kernel, keyed argument by argument in Python, cost more than it saved);
 - the variants' launchers as the farm and `kernels.matmul` call them, and torch.matmul.
-After its timing, each variant multiplies new operands of the same shape (so through the compiled
-kernel called directly) and its result is checked against fp64 (`ok` column).
+After its timing, each variant multiplies new operands of the same shape (through the same path
+as the timed calls) and its result is checked against fp64 (`ok` column).
 """
 
 from __future__ import annotations

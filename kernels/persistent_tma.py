@@ -165,13 +165,14 @@ def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConf
         raise TmaUnsupported("; ".join(errors))
 
 
-# (device, dtype, m, n, k, the operands' strides, cfg) -> (the compiled kernel's runner for its grid,
-# the constexprs in the kernel's order). Triton's JIT path binds and specialises every argument on
-# each call: 37 us of host time at 2000x3000x1500 against 19.5 for the compiled kernel called
+# (device, dtypes, m, n, k, the operands' strides, cfg) -> (the compiled kernel's runner for its
+# grid, the constexprs in the kernel's order). Triton's JIT path binds and specialises every argument
+# on each call: 37 us of host time at 2000x3000x1500 against 19.5 for the compiled kernel called
 # directly (visit 56), where the whole call is host-bound (90 us of host, 49 of GPU). The key holds
-# all the kernel was specialised on: the descriptors' dtype and boxes follow from dtype, cfg and the
-# strides, sizes go in by value, and the 16-byte aligned starts Triton also asks about, check_tma
-# has required. (A key of any kernel's arguments, built per argument, cost more than it saved: visit 50.)
+# all the kernel was specialised on: the descriptors' dtypes and boxes follow from the dtypes, cfg
+# and the strides; sizes go in by value; the 16-byte aligned starts Triton also asks about,
+# check_tma requires on every call. (A key over any kernel's arguments, built argument by argument,
+# cost more than it saved: visit 50.)
 _COMPILED: dict[tuple, tuple[Callable, tuple]] = {}
 
 
@@ -183,7 +184,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig
     a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
     b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
     c_desc = output_descriptor(c, cfg)
-    key = (a.device, a.dtype, m, n, k, a.stride(), b.stride(), c.stride(), cfg)
+    key = (a.device, a.dtype, c.dtype, m, n, k, a.stride(), b.stride(), c.stride(), cfg)
     compiled = _COMPILED.get(key)
     if compiled is not None:
         runner, constexprs = compiled
