@@ -172,8 +172,10 @@ def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConf
 # all the kernel was specialised on: the descriptors' dtypes and boxes follow from the dtypes, cfg
 # and the strides; sizes go in by value; the 16-byte aligned starts Triton also asks about,
 # check_tma requires on every call. (A key over any kernel's arguments, built argument by argument,
-# cost more than it saved: visit 50.)
+# cost more than it saved: visit 50.) At most COMPILED_KEYS keys, the oldest dropped first: a
+# process that sees a new M every call (decoding) keeps a bounded table, not one entry per M.
 _COMPILED: dict[tuple, tuple[Callable, tuple]] = {}
+COMPILED_KEYS = 1024
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
@@ -201,6 +203,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig
     )
     if isinstance(kernel, CompiledKernel):  # compiled (no interpreter): later calls of the key go direct
         order = _persistent_tma_kernel.arg_names[6:]
+        if len(_COMPILED) >= COMPILED_KEYS:
+            del _COMPILED[next(iter(_COMPILED))]  # dicts keep insertion order: the oldest key
         _COMPILED[key] = kernel[(programs, 1, 1)], tuple(constexprs[name] for name in order)
     return c
 

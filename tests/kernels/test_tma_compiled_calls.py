@@ -97,3 +97,12 @@ def test_the_checks_run_before_a_direct_call(kernel):
     with pytest.raises(pt.TmaUnsupported, match="not aligned to 16 B"):
         pt.persistent_tma(base[:, 1:65], b, CFG)  # the same key, its start 2 bytes in
     assert len(kernel.jit_calls) == 1 and kernel.compiled.calls == []
+
+
+def test_the_table_keeps_the_newest_keys_only(kernel, monkeypatch):
+    monkeypatch.setattr(pt, "COMPILED_KEYS", 2)
+    for m in (40, 41, 42):  # three keys: the first is dropped when the third comes
+        pt.persistent_tma(*_operands(m, 48, 64), CFG)
+    assert [key[3] for key in pt._COMPILED] == [41, 42]
+    pt.persistent_tma(*_operands(40, 48, 64), CFG)  # compiled again: its key was dropped
+    assert len(kernel.jit_calls) == 4 and len(pt._COMPILED) == 2
