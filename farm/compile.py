@@ -30,8 +30,9 @@ from triton.runtime.jit import JITFunction
 
 from db.records import Status
 from farm.metrics import KernelResources
+from kernels.launching import COMPILE_ONLY
 
-_compile_only = contextvars.ContextVar("farm_compile_only", default=False)
+_compile_only = COMPILE_ONLY  # kernels' own launchers read it too (kernels/launching.py)
 _launched: contextvars.ContextVar[list | None] = contextvars.ContextVar("farm_launched", default=None)
 _original_getitem = JITFunction.__getitem__
 

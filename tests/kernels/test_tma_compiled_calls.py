@@ -12,6 +12,7 @@ from triton.compiler.compiler import CompiledKernel
 
 import kernels.persistent_tma as pt
 from kernels import MatmulConfig
+from kernels.launching import COMPILE_ONLY
 
 CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
 
@@ -106,3 +107,17 @@ def test_the_table_keeps_the_newest_keys_only(kernel, monkeypatch):
     assert [key[3] for key in pt._COMPILED] == [41, 42]
     pt.persistent_tma(*_operands(40, 48, 64), CFG)  # compiled again: its key was dropped
     assert len(kernel.jit_calls) == 4 and len(pt._COMPILED) == 2
+
+
+def test_compiling_ahead_never_calls_the_compiled_kernel(kernel):
+    # the farm's compile-ahead: Triton's launches only compile, so a direct call would run the kernel
+    a, b = _operands(40, 48, 64)
+    pt.persistent_tma(a, b, CFG)
+    token = COMPILE_ONLY.set(True)
+    try:
+        pt.persistent_tma(a, b, CFG)
+    finally:
+        COMPILE_ONLY.reset(token)
+    assert len(kernel.jit_calls) == 2 and kernel.compiled.calls == []
+    pt.persistent_tma(a, b, CFG)  # control: running again, the same key goes direct
+    assert len(kernel.compiled.calls) == 1
