@@ -30,15 +30,14 @@ from triton.runtime.jit import JITFunction
 
 from db.records import Status
 from farm.metrics import KernelResources
-from kernels.launching import COMPILE_ONLY
+from kernels.launching import COMPILE_ONLY  # kernels' launchers read it too
 
-_compile_only = COMPILE_ONLY  # kernels' own launchers read it too (kernels/launching.py)
 _launched: contextvars.ContextVar[list | None] = contextvars.ContextVar("farm_launched", default=None)
 _original_getitem = JITFunction.__getitem__
 
 
 def _getitem(self, grid):
-    warmup = _compile_only.get()
+    warmup = COMPILE_ONLY.get()
     launched = _launched.get()
 
     def launch(*args, **kwargs):
@@ -85,7 +84,7 @@ class Compiled:
 
 def compile_launcher(launch: Callable[[], object]) -> Compiled:
     """Compile everything `launch()` would launch, launching nothing; time it."""
-    token = _compile_only.set(True)
+    token = COMPILE_ONLY.set(True)
     try:
         start = time.perf_counter()
         with recording() as kernels:
@@ -93,7 +92,7 @@ def compile_launcher(launch: Callable[[], object]) -> Compiled:
         resources = resources_of(kernels)
         return Compiled(time.perf_counter() - start, resources)
     finally:
-        _compile_only.reset(token)
+        COMPILE_ONLY.reset(token)
 
 
 # Where Triton's compiler lives: its front end and passes, the per-target backends (ptxas, the

@@ -119,5 +119,6 @@ def test_compiling_ahead_never_calls_the_compiled_kernel(kernel):
     finally:
         COMPILE_ONLY.reset(token)
     assert len(kernel.jit_calls) == 2 and kernel.compiled.calls == []
+    assert len(kernel.compiled.grids) == 1  # the key's runner was kept once, not made again
     pt.persistent_tma(a, b, CFG)  # control: running again, the same key goes direct
     assert len(kernel.compiled.calls) == 1
