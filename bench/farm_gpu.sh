@@ -9,6 +9,7 @@
 # and the throughput bar from the two `wall=` lines (the sweep command against the serial loop).
 #   bench/farm_gpu.sh grouping 1
 #   bench/farm_gpu.sh grouping 2
+#   bench/farm_gpu.sh bench/throughput.yaml 1     # a spec file instead of a preset
 set -u
 source .devdeps/on-device.sh
 export PYTHONUNBUFFERED=1
@@ -16,6 +17,11 @@ O=${OUT:-/tmp/farm-out}
 mkdir -p "$O"
 preset=${1:-grouping}
 run=${2:-1}
+source_args=(--preset "$preset")
+if [[ $preset == *.yaml ]]; then
+  source_args=(--spec "$preset")
+  preset=$(basename "$preset" .yaml)
+fi
 step() {
   local limit=$1; shift
   echo "== $* (limit ${limit}s)"
@@ -25,8 +31,9 @@ step() {
 }
 gpu_state() { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; }
 gpu_state
-step 420 env TRITON_CACHE_DIR="$(mktemp -d)" python -m cli sweep --preset "$preset" --db "$O/$preset-$run.db" --no-progress
+step ${SWEEP_LIMIT_S:-420} env TRITON_CACHE_DIR="$(mktemp -d)" python -m cli sweep "${source_args[@]}" --db "$O/$preset-$run.db" --no-progress
 gpu_state
-step 150 env TRITON_CACHE_DIR="$(mktemp -d)" python bench/serial_loop.py --preset "$preset" --db "$O/serial-$preset-$run.db" \
-  --limit-s 140
+serial_s=${SERIAL_LIMIT_S:-140}  # the loop stops after this; its points per minute are the rate
+step $((serial_s + 10)) env TRITON_CACHE_DIR="$(mktemp -d)" python bench/serial_loop.py "${source_args[@]}" \
+  --db "$O/serial-$preset-$run.db" --limit-s "$serial_s"
 gpu_state

@@ -1,14 +1,17 @@
 """The baseline the farm must beat: a plain serial loop over the same points as a preset.
 
     python bench/serial_loop.py --preset splitk --db serial.db [--limit-s 140]
+    python bench/serial_loop.py --spec bench/throughput.yaml --db serial.db --every 6   # a sample
     python bench/compare_runs.py farm.db serial.db          # times and grouping gains, point by point
     python bench/compare_runs.py serial-1.db serial-2.db    # do_bench's own repeatability
 
 For each point, one after another: compile (the first launch), then `triton.testing.do_bench`'s
 median (25 ms warm-up, 100 ms of repetitions, L2 flushed). No accuracy check, no interleaving: what
-a person would write first. Each point becomes a row of a results database (timing_regime
-"do_bench", the GPU state read after it), so bench/compare_runs.py and the views read it as they
-read a sweep's. Prints points per minute.
+a person would write first. `--every N` times every Nth point of the plan, a sample across its
+shapes and variants whose rate stands for the whole plan (the first points alone are one shape's:
+kernels of one length, compiles of a few variants). Each point becomes a row of a results database
+(timing_regime "do_bench", the GPU state read after it), so bench/compare_runs.py and the views read
+it as they read a sweep's. Prints points per minute, and the time all points of the plan would take.
 """
 
 from __future__ import annotations
@@ -67,9 +70,11 @@ def main(argv: list[str] | None = None) -> None:
     source.add_argument("--spec", help="a spec file")
     parser.add_argument("--db", required=True, help="the results database to write (a new file)")
     parser.add_argument("--limit-s", type=float, default=1e9, help="stop after this many seconds")
+    parser.add_argument("--every", type=int, default=1, help="time every Nth point of the plan only")
     args = parser.parse_args(argv)
     spec = load_spec(preset=args.preset, path=args.spec)
-    points, _ = expand(spec)
+    planned, _ = expand(spec)
+    points = planned[:: args.every]
     versions = code_versions(spec.variants)
     gpu = Gpu(Backend.CUDA if torch.cuda.is_available() else Backend.INTERPRETER)
     inputs: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -103,7 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     timed = sum(r.status == "ok" for r in records)
     print(
         f"serial loop over {spec.name}: {timed} of {len(records)} points timed in {seconds:.0f} s = "
-        f"{timed / seconds * 60:.0f} points/min -> {args.db}"
+        f"{timed / seconds * 60:.0f} points/min -> {args.db}; at that rate all {len(planned)} points of the"
+        f" plan take {len(planned) * seconds / max(len(records), 1):.0f} s"
     )
 
 

@@ -8,8 +8,8 @@
     # or the farm's export and this run's quick tuning of the ragged suite together
     farm export-best --db dashboard/demo/h200.db --out farm-best.json
     python bench/vs_libraries.py --suite ragged heldout --best farm-best.json --out $OUT/ragged-heldout.csv
-    # join the pieces, print the verdicts
-    python bench/vs_libraries.py merge $OUT/*.csv --out docs/bench/h200.csv
+    # join the pieces (a shape and dtype measured again: the later file's row), print the verdicts
+    python bench/vs_libraries.py merge docs/bench/h200.csv $OUT/*.csv --out docs/bench/h200.csv
 
 Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config.
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned
@@ -261,18 +261,18 @@ def write_csv(path: Path, rows: list[Row]) -> None:
 
 
 def read_csv(paths: list[str]) -> list[Row]:
-    rows = []
+    """The rows of every file; a shape and dtype a later file holds again takes the later row, in place."""
+    rows: dict[tuple, Row] = {}
     for p in paths:
         with open(p, newline="") as f:
             for r in csv.DictReader(f):
-                rows.append(
-                    Row(
-                        int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"], int(r["heldout"]),
-                        float(r["ours_ms"]), float(r["triton_ms"]), float(r["cublas_ms"]),
-                        float(r["inductor_ms"]), r["ours_variant"], r["ours_config"],
-                    )
+                row = Row(
+                    int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"], int(r["heldout"]),
+                    float(r["ours_ms"]), float(r["triton_ms"]), float(r["cublas_ms"]),
+                    float(r["inductor_ms"]), r["ours_variant"], r["ours_config"],
                 )  # fmt: skip
-    return rows
+                rows[(row.m, row.n, row.k, row.dtype)] = row
+    return list(rows.values())
 
 
 def geomean(xs: list[float]) -> float:

@@ -14,11 +14,11 @@ stride a multiple of 16 bytes, and a 16-byte aligned start; C is allocated (M, N
 so N * itemsize must be a multiple of 16 too. Odd sizes (N = 32001 in bf16, say) do not
 qualify: `persistent_tma` raises `TmaUnsupported` and the config-space rule `tma_strides_aligned`
 prunes such points before they are queued. Their answer is `persistent_tma_pad`, the same kernel
-after copying each unaligned operand into rows 128 bytes apart (`PAD_PITCH_BYTES` says why; one
-extra read and write of that operand: for 4096x32001x4096 in bf16, 262 MB of B, 0.30 ms at the
-1.7 TB/s torch's copy reaches from rows of odd length, against a 1.56 ms product, visit 47) and
-storing C into a padded buffer, returned as an (M, N) view with a row stride of N rounded up to
-128 bytes (no copy; not contiguous). Its rule `tma_needs_padding` keeps it off shapes that need
+after copying each unaligned operand into rows 128 bytes apart (kernels/pitched.py; one extra read
+and write of that operand: for 4096x32001x4096 in bf16, 262 MB of B, 0.155 ms on the H200 against
+a 1.56 ms product, visits 47 and 63) and storing C
+into a padded buffer, returned as an (M, N) view with a row stride of N rounded up to 128 bytes (no
+copy; not contiguous). Its rule `tma_needs_padding` keeps it off shapes that need
 no padding. The pointer variants serve the rest, with their vector width kept wherever N and K
 allow (kernels/tile.py).
 Off Hopper (no TMA) the launcher raises the same error; the farm's compile-ahead step calls the
@@ -31,17 +31,16 @@ only `triton.tools.tensor_descriptor.TensorDescriptor`, `desc.load/store` and `t
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import torch
 import triton
 import triton.language as tl
-from triton.compiler.compiler import CompiledKernel
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.config import MatmulConfig
-from kernels.launching import COMPILE_ONLY
+from kernels.launching import DirectCalls
 from kernels.operands import check_operands
+from kernels.pitched import aligned_rows, pitched_copy
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
 from kernels.space import TMA_ALIGN_BYTES, TMA_MAX_BOX
@@ -166,17 +165,11 @@ def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConf
         raise TmaUnsupported("; ".join(errors))
 
 
-# (device, dtypes, m, n, k, the operands' strides, cfg) -> (the compiled kernel's runner for its
-# grid, the constexprs in the kernel's order). Triton's JIT path binds and specialises every argument
-# on each call: 37 us of host time at 2000x3000x1500 against 19.5 for the compiled kernel called
-# directly (visit 56), where the whole call is host-bound (90 us of host, 49 of GPU). The key holds
-# all the kernel was specialised on: the descriptors' dtypes and boxes follow from the dtypes, cfg
-# and the strides; sizes go in by value; the 16-byte aligned starts Triton also asks about,
-# check_tma requires on every call. (A key over any kernel's arguments, built argument by argument,
-# cost more than it saved: visit 50.) At most COMPILED_KEYS keys, the oldest dropped first: a
-# process that sees a new M every call (decoding) keeps a bounded table, not one entry per M.
-_COMPILED: dict[tuple, tuple[Callable, tuple]] = {}
-COMPILED_KEYS = 1024
+# Called directly after a key's first launch (kernels.launching.DirectCalls: 37 -> 19.5 us of host
+# time a call at 2000x3000x1500, visit 56). The key holds all the kernel was specialised on: the
+# descriptors' dtypes and boxes follow from the dtypes, cfg and the strides; sizes go in by value;
+# the 16-byte aligned starts Triton also asks about, check_tma requires on every call.
+_CALLS = DirectCalls(_persistent_tma_kernel)
 
 
 def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
@@ -187,28 +180,17 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig
     a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
     b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
     c_desc = output_descriptor(c, cfg)
-    key = (a.device, a.dtype, c.dtype, m, n, k, a.stride(), b.stride(), c.stride(), cfg)
-    compiled = _COMPILED.get(key)
-    if compiled is not None and not COMPILE_ONLY.get():  # compiling ahead launches nothing
-        runner, constexprs = compiled
-        runner(a_desc, b_desc, c_desc, m, n, k, *constexprs)
-        return c
     programs = persistent_programs(a.device, m, n, cfg)
     constexprs = {
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
         "NUM_PROGRAMS": programs, "A_TRANSPOSED": a_transposed, "B_TRANSPOSED": b_transposed,
         "INPUT_PRECISION": cfg.input_precision,
     }  # fmt: skip
-    kernel = _persistent_tma_kernel[(programs,)](
-        a_desc, b_desc, c_desc, m, n, k, **constexprs, num_warps=cfg.num_warps, num_stages=cfg.num_stages
-    )
-    # Kept once per key (a known key compiled again ahead of timing is already there), and only
-    # when compiled: the interpreter has nothing to call directly.
-    if compiled is None and isinstance(kernel, CompiledKernel):
-        order = _persistent_tma_kernel.arg_names[6:]
-        if len(_COMPILED) >= COMPILED_KEYS:
-            del _COMPILED[next(iter(_COMPILED))]  # dicts keep insertion order: the oldest key
-        _COMPILED[key] = kernel[(programs, 1, 1)], tuple(constexprs[name] for name in order)
+    key = (a.device, a.dtype, c.dtype, m, n, k, a.stride(), b.stride(), c.stride(), cfg)
+    _CALLS.launch(
+        key, (programs,), (a_desc, b_desc, c_desc, m, n, k), constexprs,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
     return c
 
 
@@ -219,36 +201,13 @@ def persistent_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
     return _launch(a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
 
 
-# Rows of padded operands start 128 B apart, not TMA's minimum of 16: a whole cache line, so a
-# box row of 64 bf16 never straddles two. Kernel time at 128x256x64 on the H200, CUDA graphs
-# (visit 46): 4097^3 0.288 -> 0.237 ms, 4096x32001x4096 1.706 -> 1.635, 2048x50257x768
-# 0.301 -> 0.284; 4096^3, whose rows are 128 B apart either way, 0.200 -> 0.202.
-PAD_PITCH_BYTES = 128
-
-
-def aligned_rows(
-    rows: int, cols: int, like: torch.Tensor, pitch_bytes: int = PAD_PITCH_BYTES
-) -> torch.Tensor:
-    """An uninitialised (rows, cols) tensor whose rows start pitch_bytes apart.
-
-    One `empty_strided`, not a wider buffer sliced: the slice cost 6 us of host time on this VM.
-    """
-    per_row = pitch_bytes // like.element_size()
-    pitch = cdiv(cols, per_row) * per_row
-    return torch.empty_strided((rows, cols), (pitch, 1), device=like.device, dtype=like.dtype)
-
-
 def padded(t: torch.Tensor) -> torch.Tensor:
     """t itself if TMA can describe it, else a copy with rows 128 bytes apart (same shape and values).
 
     The padding columns are never read: the descriptor's shape is the logical one, and the
     hardware fills what lies past it with zeros.
     """
-    if tma_layout_error(t, "t") is None:
-        return t
-    out = aligned_rows(*t.shape, like=t)
-    out.copy_(t)
-    return out
+    return t if tma_layout_error(t, "t") is None else pitched_copy(t)
 
 
 @register_variant("persistent_tma_pad", config_space="persistent_tma_pad")

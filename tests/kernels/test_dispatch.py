@@ -169,3 +169,20 @@ def test_the_library_bench_quick_tunes_a_problem_shorter_than_its_group():
     configs = list(quick_configs("persistent_tma_pad", 333, 4444, 5555, torch.bfloat16))
     assert configs and {c.group_m for c in configs} == {3}
     assert all(c.group_m == 8 for c in quick_configs("persistent_tma_pad", 4097, 4097, 4097, torch.bfloat16))
+
+
+def test_the_library_bench_merge_takes_a_shapes_later_row_in_place(tmp_path):
+    """`vs_libraries.py merge old.csv new.csv`: a shape and dtype measured again replaces its row
+    where it stood (the verdicts count each row once); new shapes come after."""
+    from bench.vs_libraries import read_csv
+
+    header = "m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config\n"
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    old.write_text(header + "1,2,3,bfloat16,0,1.0,1,1,1,cublas,x\n4,5,6,bfloat16,0,2.0,2,2,2,cublas,x\n")
+    new.write_text(header + "1,2,3,bfloat16,0,0.5,1,1,1,grouped,y\n1,2,3,float16,0,3.0,3,3,3,cublas,x\n")
+    rows = read_csv([str(old), str(new)])
+    assert [(r.m, r.dtype, r.ours_ms, r.ours_variant) for r in rows] == [
+        (1, "bfloat16", 0.5, "grouped"),
+        (4, "bfloat16", 2.0, "cublas"),
+        (1, "float16", 3.0, "cublas"),
+    ]

@@ -1,53 +1,26 @@
-"""persistent_tma's compiled calls (`kernels.persistent_tma._COMPILED`): which calls reuse the compiled
-kernel directly, with which arguments, and that the checks still run before them.
+"""persistent_tma's compiled calls (`kernels.launching.DirectCalls`, `kernels.persistent_tma._CALLS`):
+which calls reuse the compiled kernel directly, with which arguments, and that the checks still run
+before them.
 
-Without a GPU nothing compiles, so the kernel is replaced by a stand-in whose JIT path is recorded
-and returns a CompiledKernel whose runner records the direct calls. On a GPU,
+Without a GPU nothing compiles, so the kernel is replaced by a stand-in (kernelkit.py). On a GPU,
 bench/launch_overhead.py checks persistent_tma's results through the direct path.
 """
 
 import pytest
 import torch
-from triton.compiler.compiler import CompiledKernel
+from kernelkit import StandInKernel
 
 import kernels.persistent_tma as pt
 from kernels import MatmulConfig
-from kernels.launching import COMPILE_ONLY
+from kernels.launching import COMPILE_ONLY, DirectCalls
 
 CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
 
 
-class _Compiled(CompiledKernel):
-    def __init__(self):  # nothing to load: no GPU
-        self.module = None  # what CompiledKernel.__del__ looks at
-        self.grids, self.calls = [], []
-
-    def __getitem__(self, grid):
-        self.grids.append(grid)
-        return lambda *args: self.calls.append(args)
-
-
-class _Kernel:
-    """The JIT kernel's interface: `kernel[grid](*args, **kwargs)` and its argument names."""
-
-    arg_names = pt._persistent_tma_kernel.arg_names
-
-    def __init__(self):
-        self.jit_calls, self.compiled = [], _Compiled()
-
-    def __getitem__(self, grid):
-        def run(*args, **kwargs):
-            self.jit_calls.append((grid, args, kwargs))
-            return self.compiled
-
-        return run
-
-
 @pytest.fixture
 def kernel(monkeypatch):
-    stand_in = _Kernel()
-    monkeypatch.setattr(pt, "_persistent_tma_kernel", stand_in)
-    monkeypatch.setattr(pt, "_COMPILED", {})
+    stand_in = StandInKernel(pt._persistent_tma_kernel.arg_names)
+    monkeypatch.setattr(pt, "_CALLS", DirectCalls(stand_in))
     return stand_in
 
 
@@ -70,7 +43,7 @@ def test_the_second_call_of_a_key_goes_direct_with_the_constexprs_in_order(kerne
     a_desc, b_desc, c_desc = call[:3]
     assert a_desc.base is a2 and b_desc.base is b2 and c_desc.base is c2  # this call's operands
     assert call[3:6] == (40, 48, 64)
-    assert call[6:] == tuple(kwargs[name] for name in _Kernel.arg_names[6:])
+    assert call[6:] == tuple(kwargs[name] for name in pt._persistent_tma_kernel.arg_names[6:])
     assert call[6:10] == (16, 32, 16, 2)  # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M
 
 
@@ -100,13 +73,13 @@ def test_the_checks_run_before_a_direct_call(kernel):
     assert len(kernel.jit_calls) == 1 and kernel.compiled.calls == []
 
 
-def test_the_table_keeps_the_newest_keys_only(kernel, monkeypatch):
-    monkeypatch.setattr(pt, "COMPILED_KEYS", 2)
+def test_the_table_keeps_the_newest_keys_only(kernel):
+    pt._CALLS.max_keys = 2
     for m in (40, 41, 42):  # three keys: the first is dropped when the third comes
         pt.persistent_tma(*_operands(m, 48, 64), CFG)
-    assert [key[3] for key in pt._COMPILED] == [41, 42]
+    assert [key[3] for key in pt._CALLS.table] == [41, 42]
     pt.persistent_tma(*_operands(40, 48, 64), CFG)  # compiled again: its key was dropped
-    assert len(kernel.jit_calls) == 4 and len(pt._COMPILED) == 2
+    assert len(kernel.jit_calls) == 4 and len(pt._CALLS.table) == 2
 
 
 def test_compiling_ahead_never_calls_the_compiled_kernel(kernel):
