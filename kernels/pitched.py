@@ -53,8 +53,9 @@ def aligned_rows(
 def _copy_rows_kernel(src, dst, cols, src_row_stride, src_col_stride, pitch, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    # src_col_stride is 1 for a row-major source, which Triton specialises on: contiguous loads.
-    values = tl.load(src + row * src_row_stride + col * src_col_stride, mask=col < cols, other=0)
+    # src_col_stride is 1 for a row-major source, which Triton specialises on: contiguous loads. In
+    # int64: a column-major source's col * stride passes 2**31 from 2**31 elements on.
+    values = tl.load(src + row * src_row_stride + col.to(tl.int64) * src_col_stride, mask=col < cols, other=0)
     tl.store(dst + row * pitch + col, values, mask=col < pitch)
 
 
