@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit-s", type=float, default=1e9, help="stop after this many seconds")
     parser.add_argument("--every", type=int, default=1, help="time every Nth point of the plan only")
     args = parser.parse_args(argv)
+    if args.every < 1:
+        parser.error(f"--every {args.every}: must be 1 or more (every Nth point of the plan)")
     spec = load_spec(preset=args.preset, path=args.spec)
     planned, _ = expand(spec)
     points = planned[:: args.every]

@@ -102,3 +102,24 @@ def test_the_serial_loop_writes_a_run_that_compares(tmp_path, monkeypatch, capsy
     out = capsys.readouterr().out
     assert "run 1 vs run 2: 3 common points; median |t1/t2-1| 0.00%" in out
     assert "grouping gains: 1 pairs; median |gain1-gain2| 0.000, 100% within 0.02" in out
+
+
+def test_the_serial_loop_times_every_nth_point_and_says_what_all_would_take(tmp_path, monkeypatch, capsys):
+    from bench import serial_loop
+
+    spec = tmp_path / "three.yaml"
+    spec.write_text(
+        "name: three\ndtypes: [bfloat16]\nvariants: [grouped, tiled]\nshapes: [{m: 24, n: 32, k: 40}]\n"
+        "configs: {block_m: [16], block_n: [16], block_k: [16], group_m: [1, 2], num_warps: [4],\n"
+        "          num_stages: [2]}\n"
+    )
+    monkeypatch.setattr(serial_loop, "time_point", lambda fn: 2.0)
+    serial_loop.main(["--spec", str(spec), "--db", str(tmp_path / "s.db"), "--every", "2"])
+    points, _ = read_run(str(tmp_path / "s.db"))
+    assert len(points) == 2  # points 1 and 3 of the plan's 3
+    out = capsys.readouterr().out
+    assert "2 of 2 points timed" in out and "all 3 points of the plan take" in out
+    with pytest.raises(SystemExit) as stopped:
+        serial_loop.main(["--spec", str(spec), "--db", str(tmp_path / "t.db"), "--every", "0"])
+    assert stopped.value.code == 2 and not (tmp_path / "t.db").exists()
+    assert "--every 0: must be 1 or more" in capsys.readouterr().err
