@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     import triton
 
     from kernels import MatmulConfig, check_accuracy, reference_matmul
-    from kernels.persistent_tma import _launch
+    from kernels.persistent_tma import launch_into
     from kernels.pitched import pitched_copy
 
     def bench(fn):
@@ -77,10 +77,10 @@ def main(argv: list[str] | None = None) -> None:
             for pitch in (16, 128):
                 ap, bp = pitched(a, pitch), pitched(b, pitch)
                 c = pitched(torch.empty((m, n), device="cuda", dtype=a.dtype), pitch)
-                ok = check_accuracy(_launch(ap, bp, c, cfg), ref, a.dtype, k).ok
-                kernel = bench(lambda: _launch(ap, bp, c, cfg))  # noqa: B023
-                kernel_graph = graph(lambda: _launch(ap, bp, c, cfg))  # noqa: B023
-                whole = bench(lambda: _launch(pitched(a, pitch), pitched(b, pitch), c, cfg))  # noqa: B023
+                ok = check_accuracy(launch_into(ap, bp, c, cfg), ref, a.dtype, k).ok
+                kernel = bench(lambda: launch_into(ap, bp, c, cfg))  # noqa: B023
+                kernel_graph = graph(lambda: launch_into(ap, bp, c, cfg))  # noqa: B023
+                whole = bench(lambda: launch_into(pitched(a, pitch), pitched(b, pitch), c, cfg))  # noqa: B023
                 rows.append([shape, "matmul", cfg.key, pitch, ok, kernel, kernel_graph, whole, cublas])
                 print(f"{shape:>16} {cfg.key} {pitch:3d} B ok={ok} kernel {kernel:.4f}"
                       f" graph {kernel_graph:.4f} with copies {whole:.4f}  cublas {cublas:.4f}",

@@ -172,8 +172,8 @@ def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConf
 _CALLS = DirectCalls(_persistent_tma_kernel)
 
 
-def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
-    """Check what TMA needs (`check_tma`), then launch into c."""
+def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """Check what TMA needs (`check_tma`), then launch into c (any of these may be views)."""
     m, k = a.shape
     n = b.shape[1]
     check_tma(a, b, c, cfg)
@@ -198,7 +198,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig
 def persistent_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Persistent grid (one program per SM) in GROUP_SIZE_M order, TMA loads and stores (Hopper)."""
     m, n, _ = check_operands(a, b, cfg)
-    return _launch(a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
+    return launch_into(a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
 
 
 def padded(t: torch.Tensor) -> torch.Tensor:
@@ -214,4 +214,4 @@ def padded(t: torch.Tensor) -> torch.Tensor:
 def persistent_tma_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """persistent_tma for odd sizes: unaligned operands copied to aligned rows, C a view of padded rows."""
     m, n, _ = check_operands(a, b, cfg)
-    return _launch(padded(a), padded(b), aligned_rows(m, n, like=a), cfg)
+    return launch_into(padded(a), padded(b), aligned_rows(m, n, like=a), cfg)

@@ -15,12 +15,13 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels.sizes import aligned_chunk, cdiv  # noqa: F401  (the kernels import them from here)
+from kernels.sizes import aligned_chunk, cdiv  # the kernels import them from here
 
 # Programs a persistent schedule launches when the device cannot say how many SMs it has (the
 # interpreter on a CPU): a few, so that programs walk several tiles and share them as on a GPU.
@@ -84,6 +85,65 @@ def multiprocessor_count(device: torch.device) -> int:
     module = torch.get_device_module(device) if device.type != "cpu" else None
     props = getattr(module, "get_device_properties", None)
     return props(device).multi_processor_count if props else FALLBACK_PROGRAMS
+
+
+# The tail band's tiles are halved (longer side first) until they fill this much of a wave, and no
+# further: at 3072^3 its 256 x 3072 in 128x64 tiles (96 on 132 SMs) took 12.4 us, in 128x128 ones
+# (48) 18.8, in 64x64 ones (192) 20.9; 104 x 14336 in 128x128 (112 tiles) 33.5, in 64x128 42.9;
+# 568 x 5000 in 128x256 (100 tiles) 16.6, in 128x128 22.4 (CUDA graphs, bf16, visit 70).
+TAIL_WAVE_FILL = 2 / 3
+
+
+@dataclass(frozen=True)
+class Bands:
+    """C cut in two: the main band (its first `cut` rows if axis is "m", else columns) in the
+    config's tiles, the rest in `tail_block_m` x `tail_block_n` tiles."""
+
+    axis: str
+    cut: int
+    tail_block_m: int
+    tail_block_n: int
+
+
+def tail_tile(m: int, n: int, block_m: int, block_n: int, programs: int) -> tuple[int, int]:
+    """Tiles for an m x n tail band: the given ones halved, the longer side first, until they fill
+    TAIL_WAVE_FILL of a wave of `programs` or would fall under 16 a side (tl.dot's smallest)."""
+    while cdiv(m, block_m) * cdiv(n, block_n) < TAIL_WAVE_FILL * programs:
+        if block_n >= block_m and block_n > 16:
+            block_n //= 2
+        elif block_m > 16:
+            block_m //= 2
+        else:
+            break
+    return block_m, block_n
+
+
+def wave_bands(m: int, n: int, block_m: int, block_n: int, programs: int) -> Bands | None:
+    """Where to cut C into a main band of whole waves and a tail band of smaller tiles, or None.
+
+    A persistent grid of P programs over T tiles takes cdiv(T, P) tile times; when its last wave
+    is short (3072^3 in 128x256 tiles: 288 tiles on 132 SMs, 2.18 waves of work in three tile
+    times), the main band's whole tile rows (or columns) fill the full waves and the tail band, in
+    `tail_tile`'s tiles, takes a fraction of a tile time. Counted so (a tail tile's time in
+    proportion to its area; the farm measures what it really costs), a cut is returned only where
+    it beats cdiv(T, P): rows on a tie.
+    """
+    tiles_m, tiles_n = cdiv(m, block_m), cdiv(n, block_n)
+    tiles = tiles_m * tiles_n
+    full = tiles - tiles % programs
+    options = []
+    for axis, cut, size in (("m", full // tiles_n * block_m, m), ("n", full // tiles_m * block_n, n)):
+        if not 0 < cut < size:
+            continue
+        main = cut // block_m * tiles_n if axis == "m" else cut // block_n * tiles_m
+        tail_m, tail_n = (m - cut, n) if axis == "m" else (m, n - cut)
+        tbm, tbn = tail_tile(tail_m, tail_n, block_m, block_n, programs)
+        tail_waves = cdiv(cdiv(tail_m, tbm) * cdiv(tail_n, tbn), programs) * tbm * tbn / (block_m * block_n)
+        options.append((cdiv(main, programs) + tail_waves, axis, cut, tbm, tbn))
+    if not options:
+        return None
+    time, *bands = min(options, key=lambda o: o[0])  # min keeps the first (rows) on a tie
+    return Bands(*bands) if time < cdiv(tiles, programs) else None
 
 
 def persistent_tiles(pid: int, num_tiles: int, num_programs: int) -> list[int]:

@@ -1,0 +1,70 @@
+"""`persistent_tma_bands`: `persistent_tma` on the band of C whose tiles fill whole waves, then the
+rest of C in smaller tiles (`kernels.schedule.wave_bands` says where to cut, `tail_tile` how small).
+
+Why: a persistent grid of P programs over T tiles takes cdiv(T, P) tile times. At 3072^3 in
+128x256 tiles, 288 tiles on the H200's 132 SMs are 2.18 waves of work in three tile times. Cut
+at row 2816, the main band (264 tiles, two whole waves) took 77.2 us and the tail (256 rows in
+96 tiles of 128x64) 12.4, against 103.6 for the single grid and 81.7 for cuBLAS (CUDA graphs,
+bf16, visit 70). One kernel doing both lost (`persistent_tma_hybrid`, visits 50-51: its full-wave
+loop slowed beside the stream-K part); two launches keep each kernel as fast as it runs alone,
+for one more launch's host time and the tail's second read of B (row bands) or A (column bands),
+from L2 where the operands fit. Eagerly that host time can hide the gain: at 3072^3 the two
+launches took 176 us of host a call on the H200 host against 89 us of GPU (visit 71), so a
+do_bench time (0.147 ms) showed the host; kernel time (the farm) and CUDA graphs (0.0886 against
+`persistent_tma`'s 0.1008) show the schedule.
+
+Shapes whose waves are whole, or whose cut would not shorten the schedule, run one `persistent_tma`
+launch. Constraints and errors are `persistent_tma`'s (`check_tma`), for both bands.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from kernels.config import MatmulConfig
+from kernels.operands import check_operands
+from kernels.persistent_tma import launch_into
+from kernels.registry import register_variant
+from kernels.schedule import Bands, multiprocessor_count, wave_bands
+
+# Tail tiles up to 128x128 run on one warpgroup (4 warps, 128 fp32 accumulators a thread at most):
+# 128x128 took 17.0 us with 4 warps against 18.8 with 8 at 3072^3, 33.5 against 34.4 at
+# 1000x14336x4096; 64x128 with 4 warps 12.3 (visit 70). Larger tails keep the config's warps.
+ONE_WARPGROUP_MAX = 128 * 128
+
+
+def tail_config(cfg: MatmulConfig, bands: Bands) -> MatmulConfig:
+    """cfg with the tail band's tiles; 4 warps for tiles up to 128x128."""
+    bm, bn = bands.tail_block_m, bands.tail_block_n
+    warps = 4 if bm * bn <= ONE_WARPGROUP_MAX else cfg.num_warps
+    return cfg.replace(block_m=bm, block_n=bn, num_warps=warps)
+
+
+@functools.lru_cache(maxsize=1024)
+def band_plan(m: int, n: int, cfg: MatmulConfig, programs: int) -> tuple[Bands, MatmulConfig] | None:
+    """The cut and the tail's config, once per shape and config: the two launches already take
+    90-110 us of host time a call where the GPU takes 93 (3072^3, visit 72), and making a config
+    (MatmulConfig checks every field) each call would add to it."""
+    bands = wave_bands(m, n, cfg.block_m, cfg.block_n, programs)
+    return None if bands is None else (bands, tail_config(cfg, bands))
+
+
+@register_variant("persistent_tma_bands", config_space="persistent_tma")
+def persistent_tma_bands(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """persistent_tma over whole waves of tiles, the remaining band of C in smaller tiles."""
+    m, n, _ = check_operands(a, b, cfg)
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    plan = band_plan(m, n, cfg, multiprocessor_count(a.device))
+    if plan is None:
+        return launch_into(a, b, c, cfg)
+    bands, tail = plan
+    cut = bands.cut
+    if bands.axis == "m":
+        launch_into(a[:cut], b, c[:cut], cfg)
+        launch_into(a[cut:], b, c[cut:], tail)
+    else:
+        launch_into(a, b[:, :cut], c[:, :cut], cfg)
+        launch_into(a, b[:, cut:], c[:, cut:], tail)
+    return c

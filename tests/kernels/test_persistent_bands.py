@@ -1,0 +1,143 @@
+"""persistent_tma_bands: where `wave_bands` cuts C and how small `tail_tile` makes the tail's tiles,
+and both bands' results right (on a GPU too: the launcher is told of 4 SMs, as the interpreter's
+fallback has, so small grids have short last waves)."""
+
+import random
+
+import pytest
+import torch
+
+import kernels.persistent_bands as pb
+from kernels import MatmulConfig, check_accuracy, get_variant, reference_matmul
+from kernels.schedule import Bands, cdiv, tail_tile, wave_bands
+
+H200_SMS = 132
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "expected"),
+    [
+        # 288 tiles, 2.18 waves: 22 of 24 tile rows fill two; 256 x 3072 left in 96 tiles of 128x64
+        (3072, 3072, Bands("m", 2816, 128, 64)),
+        # 448 tiles, 3.39 waves: 7 rows (392 tiles) as many as 49 columns, rows first; 112 tiles of 128x128
+        (1000, 14336, Bands("m", 896, 128, 128)),
+        # 3 x 47 tiles: 44 whole columns fill one wave; 384 x 768 left in 144 tiles of 64x32
+        (384, 47 * 256, Bands("n", 44 * 256, 64, 32)),
+        # 512 tiles, 3.88 waves: 24 rows in three, then 128 whole tiles (or 256 halves): four again
+        (4096, 4096, None),
+        (3000, 5000, None),  # 480 tiles, 3.64 waves: 19 rows in three, then 100 whole tiles: four again
+        (2048, 2048, None),  # 128 tiles: under one wave
+        (2816, 3072, None),  # 264 tiles: two whole waves
+    ],
+)
+def test_wave_bands_on_an_h200_in_128x256_tiles(m, n, expected):
+    assert wave_bands(m, n, 128, 256, H200_SMS) == expected
+
+
+@pytest.mark.parametrize(
+    ("band", "tile", "expected"),
+    [
+        ((256, 3072), (128, 256), (128, 64)),  # 24 -> 48 -> 96 tiles (>= 88, two thirds of 132)
+        ((104, 14336), (128, 256), (128, 128)),  # 56 -> 112
+        ((568, 5000), (128, 256), (128, 256)),  # 100 already
+        ((8, 8), (32, 32), (16, 16)),  # never under 16 a side (tl.dot's smallest)
+    ],
+)
+def test_tail_tile_halves_the_longer_side_until_two_thirds_of_a_wave(band, tile, expected):
+    assert tail_tile(*band, *tile, H200_SMS) == expected
+
+
+def _makespan(tile_costs: list[float], programs: int) -> float:
+    """The grid-stride loop played out: program p computes tiles p, p + P, ..."""
+    return max(sum(tile_costs[p::programs]) for p in range(programs))
+
+
+def _banded(m: int, n: int, p: int, bands: Bands) -> float:
+    """Both bands played out: 32x32 tiles of cost 1 in the main band, then the tail's at their area's cost."""
+    cut, tbm, tbn = bands.cut, bands.tail_block_m, bands.tail_block_n
+    main_m, main_n = (cut, n) if bands.axis == "m" else (m, cut)
+    tail_m, tail_n = (m - cut, n) if bands.axis == "m" else (m, n - cut)
+    tail = [tbm * tbn / 32**2] * (cdiv(tail_m, tbm) * cdiv(tail_n, tbn))
+    return _makespan([1.0] * (cdiv(main_m, 32) * cdiv(main_n, 32)), p) + _makespan(tail, p)
+
+
+def test_wave_bands_cuts_whole_tiles_where_the_played_out_schedule_is_shorter():
+    rng = random.Random(7)
+    cut_seen = {"m": 0, "n": 0}
+    for _ in range(2000):
+        tm, tn, p = rng.randint(1, 40), rng.randint(1, 40), rng.randint(2, 140)
+        m, n = tm * 32 - rng.randint(0, 31), tn * 32 - rng.randint(0, 31)
+        tiles = tm * tn
+        full = tiles - tiles % p
+        single = _makespan([1.0] * tiles, p)
+        bands = wave_bands(m, n, 32, 32, p)
+        if bands is None:  # neither band of the most whole tile rows or columns would be shorter
+            for axis, cut, size in (("m", full // tn * 32, m), ("n", full // tm * 32, n)):
+                if 0 < cut < size:
+                    rest = (m - cut, n) if axis == "m" else (m, n - cut)
+                    assert _banded(m, n, p, Bands(axis, cut, *tail_tile(*rest, 32, 32, p))) >= single
+            continue
+        cut_seen[bands.axis] += 1
+        assert bands.cut % 32 == 0 and 0 < bands.cut < (m if bands.axis == "m" else n)
+        assert bands.cut // 32 * (tn if bands.axis == "m" else tm) <= full  # the main band: whole waves
+        assert _banded(m, n, p, bands) < single
+    assert min(cut_seen.values()) > 20  # both kinds of cut were exercised
+
+
+CFG = MatmulConfig(block_m=32, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
+TAIL = CFG.replace(block_n=16)
+
+
+def _random(shape, dtype, device, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=gen).to(dtype).to(device)
+
+
+def _recorded_launches(monkeypatch):
+    monkeypatch.setattr(pb, "multiprocessor_count", lambda device: 4)
+    calls = []
+    real = pb.launch_into
+
+    def record(a, b, c, cfg):
+        calls.append((tuple(c.shape), c.data_ptr(), cfg))
+        return real(a, b, c, cfg)
+
+    monkeypatch.setattr(pb, "launch_into", record)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize(
+    ("m", "n", "k", "launches"),
+    [
+        # 5 x 2 tiles on 4 programs: rows 0-127 in 32x32 tiles, the 22 rows left (from element
+        # 128 * 40 of C) in 32x16 ones
+        pytest.param(150, 40, 40, [((128, 40), 0, CFG), ((22, 40), 128 * 40, TAIL)], id="row-band"),
+        pytest.param(40, 152, 24, [((40, 128), 0, CFG), ((40, 24), 128, TAIL)], id="column-band"),
+        pytest.param(64, 64, 40, [((64, 64), 0, CFG)], id="whole-wave"),  # 4 tiles: one launch
+    ],
+)
+def test_bands_match_fp64(device, monkeypatch, m, n, k, launches, dtype):
+    calls = _recorded_launches(monkeypatch)
+    a, b = _random((m, k), dtype, device, 1), _random((k, n), dtype, device, 2)
+    c = get_variant("persistent_tma_bands").launch(a, b, CFG)
+    acc = check_accuracy(c, reference_matmul(a, b), dtype, k)
+    assert c.shape == (m, n) and acc.ok, f"rel_err {acc.rel_err:.3g} > {acc.tolerance:.3g}"
+    # each band writes its own part of C's storage
+    assert calls == [(shape, c.data_ptr() + at * c.element_size(), cfg) for shape, at, cfg in launches]
+
+
+def test_bands_read_column_major_operands(device, monkeypatch):
+    calls = _recorded_launches(monkeypatch)
+    a = _random((40, 152), torch.bfloat16, device, 3).t()  # (152, 40) column-major: its bands are views too
+    b = _random((40, 40), torch.bfloat16, device, 4).t()
+    c = get_variant("persistent_tma_bands").launch(a, b, CFG)
+    assert check_accuracy(c, reference_matmul(a, b), torch.bfloat16, 40).ok
+    assert len(calls) == 2
+
+
+def test_tail_config_runs_tiles_up_to_128x128_on_one_warpgroup():
+    cfg = MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3)
+    assert pb.tail_config(cfg, Bands("m", 2816, 128, 64)) == cfg.replace(block_n=64, num_warps=4)
+    assert pb.tail_config(cfg, Bands("m", 896, 128, 128)) == cfg.replace(block_n=128, num_warps=4)
+    assert pb.tail_config(cfg, Bands("m", 2432, 128, 256)) == cfg  # a tail of whole tiles
