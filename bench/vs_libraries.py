@@ -16,18 +16,23 @@ triton_ms is the best of this project's own Triton variants on that very shape (
 there, held-out shapes too); ours_ms is what `kernels.matmul` runs from the best-configs files of
 `--best` (the farm's export, or `--save-best` of earlier pieces) and the quick tuning of this run's
 tuned suites together. Every time is `triton.testing.do_bench`'s median with L2 flushed between
-launches.
+launches; ours, cuBLAS, Inductor and the tuning's fastest own config are timed last, after the
+tuning and compiling, in rotated rounds (`--rounds`, `interleaved_medians`), the median of the
+rounds kept for each.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import math
 import os
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -79,6 +84,8 @@ SKINNY = [(64, 64, 128, 4, 4), (128, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
 QUICK = {
     "persistent_tma": lambda skinny: (SKINNY if skinny else BIG, 8, (1,)),
     "persistent_tma_pad": lambda skinny: (SKINNY[:2] if skinny else BIG[:2], 8, (1,)),  # odd N or K only
+    # where the last wave is short it runs two launches; elsewhere it is persistent_tma
+    "persistent_tma_bands": lambda skinny: ([] if skinny else BIG[:2], 8, (1,)),
     "grouped": lambda skinny: (SKINNY if skinny else BIG[:3], 8, (1,)),
     "streamk_hybrid": lambda skinny: (SKINNY[:2] if skinny else BIG[:2], 8, (1,)),
     "splitk": lambda skinny: (SKINNY, 1, (4, 8, 16, 32)) if skinny else ([], 1, (1,)),
@@ -101,10 +108,27 @@ class Row:
     ours_config: str
 
 
-def bench(fn) -> float:
+def bench(fn, rep_ms: int = 100) -> float:
     import triton
 
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")  # flushes L2 between runs
+    return triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")  # flushes L2 between runs
+
+
+def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Each measure taken `rounds` times, the order rotated every round; the median of each.
+
+    Why: timed one after another, the same cuBLAS kernel read 186 then 203 us at 4096^3 in one
+    process (Inductor had picked it), 195 then 200 through torch.matmul (visit 73): the GPU warms
+    and its clock falls. A row timed cuBLAS first, cold, and the dispatcher and Inductor after the
+    quick tuning had heated the GPU; and min(cuBLAS, Inductor) of two noisy times of one kernel is
+    biased low. Rotated rounds give every measure the same mix of states.
+    """
+    names = list(measures)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            times[name].append(measures[name]())
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype):
@@ -172,11 +196,12 @@ def _mm(x, y):
     return torch.matmul(x, y)
 
 
-def inductor_ms(a, b) -> float:
+def inductor_compiled(a, b) -> Callable[[], torch.Tensor]:
+    """torch.compile max-autotune's multiply of a and b, compiled and autotuned (by its first call)."""
     torch._dynamo.reset()  # a fresh compile per shape: no recompile limit, no dynamic shapes
     compiled = torch.compile(_mm, mode="max-autotune-no-cudagraphs", dynamic=False)
     compiled(a, b)
-    return bench(lambda: compiled(a, b))
+    return lambda: compiled(a, b)
 
 
 def write_best(path: Path, entries: list[dict]) -> None:
@@ -186,7 +211,7 @@ def write_best(path: Path, entries: list[dict]) -> None:
 
 
 def run(args) -> list[Row]:
-    from kernels import LIBRARY_CONFIG
+    from kernels import LIBRARY_CONFIG, MatmulConfig, get_variant
     from kernels.dispatch import Dispatcher, device_name
 
     device = torch.device(args.device)
@@ -211,7 +236,7 @@ def run(args) -> list[Row]:
                 a = torch.randn((m, k), device=device, dtype=dtype, generator=gen)
                 b = torch.randn((k, n), device=device, dtype=dtype, generator=gen)
                 t0 = time.time()
-                cublas = bench(lambda: torch.matmul(a, b))  # noqa: B023
+                cublas = bench(lambda: torch.matmul(a, b))  # noqa: B023  (the dispatcher's table entry)
                 entries = tune_shape(a, b, budget_end)
                 triton_best = min(entries, key=lambda e: e["ms"]) if entries else None
                 if not heldout:
@@ -219,10 +244,18 @@ def run(args) -> list[Row]:
                     tuned_entries += [*entries, library]
                 dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
                 choice = dispatch.choose(m, n, k, dtype, device_name(device))
-                ours = bench(lambda: dispatch(a, b))  # noqa: B023
-                ind = math.nan if args.no_inductor else inductor_ms(a, b)
+                calls = {"ours": lambda: dispatch(a, b), "cublas": lambda: torch.matmul(a, b)}  # noqa: B023
+                if triton_best:  # the tuning's fastest own config, timed again beside cuBLAS
+                    best_launch = get_variant(triton_best["variant"]).launch
+                    best_cfg = MatmulConfig.from_dict(triton_best["config"])
+                    calls["triton"] = functools.partial(best_launch, a, b, best_cfg)
+                if not args.no_inductor:
+                    calls["inductor"] = inductor_compiled(a, b)
+                measures = {name: functools.partial(bench, fn, args.rep_ms) for name, fn in calls.items()}
+                final = interleaved_medians(measures, args.rounds)
+                ours, cublas, ind = final["ours"], final["cublas"], final.get("inductor", math.nan)
                 row = Row(
-                    m, n, k, dtype_name_, int(heldout), ours, triton_best["ms"] if triton_best else math.nan,
+                    m, n, k, dtype_name_, int(heldout), ours, final.get("triton", math.nan),
                     cublas, ind, choice.variant, choice.config.key,
                 )  # fmt: skip
                 rows.append(row)
@@ -331,6 +364,10 @@ def main(argv: list[str] | None = None) -> None:
         "--no-inductor", action="store_true", help="skip torch.compile (its autotuning is slow)"
     )
     parser.add_argument("--only", nargs="*", default=[], help="shapes MxNxK of the suites to run (pieces)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rotated rounds timing ours, cuBLAS, Inductor, own best"
+    )
+    parser.add_argument("--rep-ms", type=int, default=50, help="do_bench's time per measure and round")
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args(argv)
     rows = run(args)
