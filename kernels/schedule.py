@@ -8,6 +8,9 @@ Grouped order (GROUP_SIZE_M): programs walk GROUP_M tile rows column by column, 
 columns a group loads stay in L2 while its A rows are reused. The last group may be short;
 its actual height is the divisor (`min(num_pid_m - first_pid_m, GROUP_M)`), never the constant:
 with the constant, num_pid_m=3, num_pid_n=2, GROUP_M=2 maps pids 4 and 5 both to (2, 0).
+
+Persistent grids: how many programs (`multiprocessor_count`), and where C is cut so that one band
+fills whole waves and the rest runs in smaller tiles (`wave_bands`, `tail_tile`).
 """
 
 from __future__ import annotations
