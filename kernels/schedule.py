@@ -141,8 +141,8 @@ def wave_bands(m: int, n: int, block_m: int, block_n: int, programs: int) -> Ban
         main = cut // block_m * tiles_n if axis == "m" else cut // block_n * tiles_m
         tail_m, tail_n = (m - cut, n) if axis == "m" else (m, n - cut)
         tbm, tbn = tail_tile(tail_m, tail_n, block_m, block_n, programs)
-        tail_waves = cdiv(cdiv(tail_m, tbm) * cdiv(tail_n, tbn), programs) * tbm * tbn / (block_m * block_n)
-        options.append((cdiv(main, programs) + tail_waves, axis, cut, tbm, tbn))
+        tail_time = cdiv(cdiv(tail_m, tbm) * cdiv(tail_n, tbn), programs) * tbm * tbn / (block_m * block_n)
+        options.append((cdiv(main, programs) + tail_time, axis, cut, tbm, tbn))
     if not options:
         return None
     time, *bands = min(options, key=lambda o: o[0])  # min keeps the first (rows) on a tie
