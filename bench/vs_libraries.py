@@ -370,6 +370,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rep-ms", type=int, default=50, help="do_bench's time per measure and round")
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.rep_ms < 1:
+        parser.error(f"--rounds and --rep-ms must be at least 1 (got {args.rounds} and {args.rep_ms})")
     rows = run(args)
     print(f"\nwrote {len(rows)} rows to {args.out}")
     print("\n".join(verdicts(rows)))

@@ -207,3 +207,11 @@ def test_the_library_bench_times_its_rivals_in_rotated_rounds_under_a_warming_gp
     assert order == ["ours", "cublas", "cublas", "ours", "ours", "cublas", "cublas", "ours", "ours", "cublas"]
     # one step of the drift apart at most; back to back (five of ours, then five of cuBLAS) 1.02**5
     assert medians["ours"] == pytest.approx(medians["cublas"], rel=0.021)
+
+
+def test_the_library_bench_refuses_no_rounds(capsys):
+    from bench.vs_libraries import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--rounds", "0", "--device", "cpu"])
+    assert stop.value.code == 2 and "--rounds and --rep-ms must be at least 1" in capsys.readouterr().err
