@@ -10,6 +10,7 @@
     python bench/vs_libraries.py --suite ragged heldout --best farm-best.json --out $OUT/ragged-heldout.csv
     # join the pieces (a shape and dtype measured again: the later file's row), print the verdicts
     python bench/vs_libraries.py merge docs/bench/h200.csv $OUT/*.csv --out docs/bench/h200.csv
+    python bench/vs_libraries.py verdicts docs/bench/h200.csv   # the verdicts alone, nothing written
 
 Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config.
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned
@@ -91,6 +92,10 @@ QUICK = {
     "splitk": lambda skinny: (SKINNY, 1, (4, 8, 16, 32)) if skinny else ([], 1, (1,)),
     "streamk": lambda skinny: (SKINNY[:2], 8, (1,)) if skinny else ([], 1, (1,)),
 }
+# Not `splitk_tma` (16-row blocks for decode): on the H200 its GPU time tied cuBLAS's at the 16-token
+# rows (CUDA graphs: 8.5 against 8.9 us at 16x4096x4096, 30.2 against 32.0 at 16x4096x14336), but
+# its launcher's 40-95 us of host a call (cuBLAS 15-26) decided each eager time: the tuning timed
+# 18.2 us there, the rounds 60.1 (visit 77). The farm times it by kernel time.
 
 
 @dataclass
@@ -342,13 +347,15 @@ def verdicts(rows: list[Row]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "merge":
-        parser = argparse.ArgumentParser(prog="vs_libraries.py merge")
+    if argv and argv[0] in ("merge", "verdicts"):
+        parser = argparse.ArgumentParser(prog=f"vs_libraries.py {argv[0]}")
         parser.add_argument("csvs", nargs="+")
-        parser.add_argument("--out", default="docs/bench/h200.csv")
+        if argv[0] == "merge":  # no default: a merge must not overwrite the kept table unasked
+            parser.add_argument("--out", required=True)
         args = parser.parse_args(argv[1:])
         rows = read_csv(args.csvs)
-        write_csv(Path(args.out), rows)
+        if argv[0] == "merge":
+            write_csv(Path(args.out), rows)
         print("\n".join(verdicts(rows)))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -51,6 +51,7 @@ BUILTINS: dict[str, Builtin] = {
     "persistent_tma": Builtin("kernels.persistent_tma", "persistent_tma"),
     "persistent_tma_pad": Builtin("kernels.persistent_tma", "persistent_tma_pad"),
     "persistent_tma_bands": Builtin("kernels.persistent_bands", "persistent_tma"),
+    "splitk_tma": Builtin("kernels.splitk_tma", "splitk_tma"),
     "cublas": Builtin("kernels.cublas", "library", baseline=True),
 }
 

@@ -190,6 +190,13 @@ def fits_shared_memory_tma(cfg: MatmulConfig, p: Problem) -> str | None:
     return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
 
 
+def fits_shared_memory_whole_c(cfg: MatmulConfig, p: Problem) -> str | None:
+    """Pipeline stages plus a whole C tile staged for its store (`splitk_tma` does not subtile it)."""
+    need = (cfg.block_m + cfg.block_n) * cfg.block_k * p.elem_bytes * cfg.num_stages
+    need += cfg.block_m * cfg.block_n * p.elem_bytes
+    return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
+
+
 def precision_applies(cfg: MatmulConfig, p: Problem) -> str | None:
     if p.dtype != "float32" and cfg.input_precision != "ieee":
         return "input_precision applies to float32 inputs only"
@@ -293,6 +300,24 @@ SPACES: dict[str, ConfigSpace] = {
         "persistent_tma_pad",
         _TMA_AXES,
         tuple(tma_needs_padding if rule is tma_strides_aligned else rule for rule in TMA_RULES),
+    ),
+    # 16- and 32-row blocks for decode-sized M (the other spaces start at 64), deep pipelines to
+    # keep a strip of B streaming, splits up to 16.
+    "splitk_tma": ConfigSpace(
+        "splitk_tma",
+        {
+            "block_m": (16, 32, 64, 128),
+            "block_n": (64, 128, 256),
+            "block_k": (64, 128, 256),
+            "group_m": (1,),
+            "split_k": (1, 2, 4, 8, 16),
+            "num_warps": (4, 8),
+            "num_stages": (3, 4, 5, 6),
+        },
+        (
+            *(fits_shared_memory_whole_c if rule is fits_shared_memory_tma else rule for rule in TMA_RULES),
+            split_chunks_fill,
+        ),
     ),
     "library": ConfigSpace("library", {}, (precision_applies,), base=LIBRARY_CONFIG),
 }

@@ -188,6 +188,28 @@ def test_the_library_bench_merge_takes_a_shapes_later_row_in_place(tmp_path):
     ]
 
 
+def test_the_library_bench_verdicts_write_nothing_and_merge_needs_an_out(tmp_path, capsys, monkeypatch):
+    """`verdicts` only reads; `merge` without --out is refused (it once defaulted to the kept table,
+    so reading the verdicts of another file overwrote docs/bench/h200.csv)."""
+    from bench.vs_libraries import main
+
+    monkeypatch.chdir(tmp_path)
+    kept = tmp_path / "docs" / "bench" / "h200.csv"
+    kept.parent.mkdir(parents=True)
+    header = "m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config\n"
+    kept.write_text(header + "4096,4096,4096,bfloat16,0,2.0,2,2,2,cublas,x\n")
+    other = tmp_path / "other.csv"
+    other.write_text(header + "4096,4096,4096,bfloat16,0,1.0,1,1.1,1.2,grouped,y\n")
+    main(["verdicts", str(other)])
+    assert "tuned suites: 1.100" in capsys.readouterr().out
+    assert kept.read_text().endswith("cublas,x\n")
+    with pytest.raises(SystemExit):
+        main(["merge", str(other)])
+    assert "--out" in capsys.readouterr().err and kept.read_text().endswith("cublas,x\n")
+    main(["merge", str(kept), str(other), "--out", str(kept)])
+    assert kept.read_text().endswith("grouped,y\n")
+
+
 def test_the_library_bench_times_its_rivals_in_rotated_rounds_under_a_warming_gpu():
     """Two measures of one kernel on a GPU slowing 2% a measure: back to back the later one reads
     slower (the bias visit 73 saw); in rotated rounds their medians agree."""

@@ -1,0 +1,127 @@
+"""`splitk_tma`: split-K through TMA, its partial tiles summed inside the one kernel, in a fixed order.
+
+Why (issue #12, decode rows): at M = 16 the product reads the whole weight B once and computes
+little; cuBLAS streamed it at 1.8-3.4 TB/s on the H200 (16x4096x4096 bf16 in 18.8 us, 32 MiB of B;
+16x28672x4096 in 69 us), where HBM gives 4.8. No other variant here serves M = 16: their blocks
+start at 64 rows (`blocks_fit_problem` keeps a block within the problem's next power of two), so
+the dispatcher ran cuBLAS there. With 16-row blocks and a split of K, every SM streams its own
+strip of B through a deep TMA pipeline (4-6 stages of up to 32 KiB boxes in flight per SM).
+
+Grid: cdiv(M, BM) * cdiv(N, BN) * SPLIT_K programs, the SPLIT_K programs of a tile side by side
+(`splitk_tile`), chunks of whole BLOCK_K tiles (`split_range`). Each program stores its fp32 partial
+into its own slot of a workspace, then bumps its tile's counter (release, after a CTA barrier so
+every thread's part is written). The program that brings the count to SPLIT_K is the last: it reads
+the slots (acquire; loads that bypass L1) in the fixed order 0..SPLIT_K-1, so the sum is the same
+bit for bit whichever program finishes last, resets the counter and stores the tile in the output
+dtype through C's descriptor. Nothing runs before or after the kernel, and no program waits on
+another (no deadlock in any schedule, the interpreter's sequential one included).
+
+The counters are zeroed once and left zeroed by the kernel, kept per device and stream
+(`zeroed_counters`): two launches on different streams never share them. The workspace is written
+whole before it is read: a plain allocation per call (SPLIT_K x tiles x BM x BN x 4 B: 2 MiB at
+16x4096x4096 in 16x128 tiles split 8). SPLIT_K = 1 is a plain one-program-per-tile TMA kernel.
+
+Revived from the visit 42-44 experiment (commit 712b68c), which lost to the pointer `splitk_det`
+on skinny-K shapes (512x512x32768: 0.71 of cuBLAS against 0.80) with descriptors made on the
+device; these are made on the host, and the compiled kernel is called directly (`DirectCalls`).
+Layout constraints are persistent_tma's (`check_tma`, the rule `tma_strides_aligned`).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from kernels.config import MatmulConfig
+from kernels.launching import DirectCalls
+from kernels.operands import check_operands
+from kernels.persistent_tma import check_tma, operand_descriptor
+from kernels.registry import register_variant
+from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
+
+
+@triton.jit
+def _splitk_tma_kernel(
+    a_desc, b_desc, c_desc, ws_ptr, counts_ptr, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr, A_TRANSPOSED: tl.constexpr, B_TRANSPOSED: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    tile = pid // SPLIT_K
+    pid_m, pid_n, pid_k = splitk_tile_jit(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M, SPLIT_K)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    k_start, k_end = split_range_jit(pid_k, K, SPLIT_K, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(k_start // BLOCK_K, tl.cdiv(k_end, BLOCK_K)):
+        off_k = ki * BLOCK_K
+        # A transposed descriptor holds the tile as [cols, rows]: load that box, transpose in registers.
+        a = a_desc.load([off_k, off_m]).T if A_TRANSPOSED else a_desc.load([off_m, off_k])
+        b = b_desc.load([off_n, off_k]).T if B_TRANSPOSED else b_desc.load([off_k, off_n])
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+    if SPLIT_K == 1:
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    else:
+        slot = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        tile_size = BLOCK_M * BLOCK_N
+        tl.store(ws_ptr + (tile * SPLIT_K + pid_k) * tile_size + slot, acc)
+        tl.debug_barrier()  # every thread's part precedes the release below
+        before = tl.atomic_add(counts_ptr + tile, 1, sem="acq_rel")
+        if before == SPLIT_K - 1:  # the last program of this tile sums and stores it
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for s in range(SPLIT_K):  # fixed order: the same sum, bit for bit, every run
+                total += tl.load(ws_ptr + (tile * SPLIT_K + s) * tile_size + slot, cache_modifier=".cg")
+            tl.store(counts_ptr + tile, 0)  # zeroed for the next launch
+            c_desc.store([off_m, off_n], total.to(c_desc.dtype))
+
+
+# (device, stream) -> int32 counters the kernel leaves zeroed
+_COUNTERS: dict[tuple, torch.Tensor] = {}
+
+
+def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
+    """`tiles` zeroed int32 counters kept for this device and its current stream."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device, stream)
+    counters = _COUNTERS.get(key)
+    if counters is None or counters.numel() < tiles:
+        counters = _COUNTERS[key] = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
+    return counters
+
+
+# The key fixes all Triton specialised on (kernels.launching.DirectCalls): dtypes, boxes and the
+# transposes follow from the dtypes, cfg and strides; sizes by value; the workspace and counters
+# come from PyTorch's allocator (aligned starts).
+_CALLS = DirectCalls(_splitk_tma_kernel)
+
+
+@register_variant("splitk_tma", config_space="splitk_tma")
+def splitk_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """Split-K through TMA (Hopper); partials in their own slots, the last program sums them in order."""
+    m, n, k = check_operands(a, b, cfg)
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    check_tma(a, b, c, cfg)
+    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
+    if cfg.split_k == 1:  # the kernel touches neither
+        ws = counts = c
+    else:
+        counts = zeroed_counters(tiles, a.device)
+        slots = cfg.split_k * tiles * cfg.block_m * cfg.block_n
+        ws = torch.empty(slots, device=a.device, dtype=torch.float32)
+    a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
+    b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
+    c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [cfg.block_m, cfg.block_n])
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
+        "SPLIT_K": cfg.split_k, "A_TRANSPOSED": a_transposed, "B_TRANSPOSED": b_transposed,
+        "INPUT_PRECISION": cfg.input_precision,
+    }  # fmt: skip
+    key = (a.device, a.dtype, m, n, k, a.stride(), b.stride(), cfg)
+    _CALLS.launch(
+        key, (tiles * cfg.split_k,), (a_desc, b_desc, c_desc, ws, counts, m, n, k), constexprs,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+    return c
