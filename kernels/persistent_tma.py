@@ -31,6 +31,7 @@ only `triton.tools.tensor_descriptor.TensorDescriptor`, `desc.load/store` and `t
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -77,6 +78,62 @@ def tma_device_error(device: torch.device) -> str | None:
         name = module.get_device_name(device)
         return f"persistent_tma needs TMA (compute capability >= 9.0); {name} is {major}.{minor}"
     return None
+
+
+def rebased(template: TensorDescriptor, base: torch.Tensor) -> TensorDescriptor:
+    """template over base, a tensor of the same dtype, shape and strides, without validating again:
+    TensorDescriptor's checks cost about 5 us a descriptor in Python, three a launch."""
+    desc = object.__new__(TensorDescriptor)
+    desc.__dict__.update(template.__dict__)
+    desc.base = base
+    return desc
+
+
+@dataclass(frozen=True)
+class TmaPlan:
+    """A TMA launch's key-dependent parts, made once per key after `check_tma` passed: descriptor
+    templates (their base cleared, so the plan holds no tensor), the grid and the constexprs."""
+
+    a_desc: TensorDescriptor
+    b_desc: TensorDescriptor
+    c_desc: TensorDescriptor
+    a_transposed: bool
+    b_transposed: bool
+    grid: tuple[int, ...]
+    constexprs: dict
+
+    @classmethod
+    def make(cls, a, b, c, c_desc: TensorDescriptor, cfg: MatmulConfig, grid: tuple[int, ...], **constexprs):
+        a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
+        b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
+        for desc in (a_desc, b_desc, c_desc):
+            desc.base = None
+        constexprs = {
+            "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
+            **constexprs, "A_TRANSPOSED": a_transposed, "B_TRANSPOSED": b_transposed,
+            "INPUT_PRECISION": cfg.input_precision,
+        }  # fmt: skip
+        return cls(a_desc, b_desc, c_desc, a_transposed, b_transposed, grid, constexprs)
+
+    def descriptors(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[TensorDescriptor, ...]:
+        """This call's descriptors: the templates over a, b and c (a column-major one as its .T)."""
+        return (
+            rebased(self.a_desc, a.t() if self.a_transposed else a),
+            rebased(self.b_desc, b.t() if self.b_transposed else b),
+            rebased(self.c_desc, c),
+        )
+
+
+def tma_key(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> tuple:
+    """All a TMA kernel is specialised on, and all `check_tma` looks at, but the operands' addresses
+    (`misaligned`): the device, dtypes, sizes, strides and the config."""
+    (m, k), n = a.shape, b.shape[1]
+    return (a.device, a.dtype, c.dtype, m, n, k, a.stride(), b.stride(), c.stride(), cfg)
+
+
+def misaligned(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
+    """Whether an operand starts off TMA's 16-byte alignment: the one check a known key leaves."""
+    return bool((a.data_ptr() | b.data_ptr() | c.data_ptr()) % TMA_ALIGN_BYTES)
 
 
 def operand_descriptor(t: torch.Tensor, rows: int, cols: int) -> tuple[TensorDescriptor, bool]:
@@ -166,29 +223,28 @@ def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConf
 
 
 # Called directly after a key's first launch (kernels.launching.DirectCalls: 37 -> 19.5 us of host
-# time a call at 2000x3000x1500, visit 56). The key holds all the kernel was specialised on: the
-# descriptors' dtypes and boxes follow from the dtypes, cfg and the strides; sizes go in by value;
-# the 16-byte aligned starts Triton also asks about, check_tma requires on every call.
+# time a call at 2000x3000x1500, visit 56), its checks and descriptors made once per key (`TmaPlan`).
+# The key (`tma_key`) holds all the kernel was specialised on: the descriptors' dtypes and boxes
+# follow from the dtypes, cfg and the strides; sizes go in by value; the 16-byte aligned starts
+# Triton also asks about are checked on every call (`misaligned`).
 _CALLS = DirectCalls(_persistent_tma_kernel)
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> TmaPlan:
+    check_tma(a, b, c, cfg)
+    programs = persistent_programs(a.device, a.shape[0], b.shape[1], cfg)
+    return TmaPlan.make(a, b, c, output_descriptor(c, cfg), cfg, (programs,), NUM_PROGRAMS=programs)
 
 
 def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Check what TMA needs (`check_tma`), then launch into c (any of these may be views)."""
     m, k = a.shape
-    n = b.shape[1]
-    check_tma(a, b, c, cfg)
-    a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
-    b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
-    c_desc = output_descriptor(c, cfg)
-    programs = persistent_programs(a.device, m, n, cfg)
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-        "NUM_PROGRAMS": programs, "A_TRANSPOSED": a_transposed, "B_TRANSPOSED": b_transposed,
-        "INPUT_PRECISION": cfg.input_precision,
-    }  # fmt: skip
-    key = (a.device, a.dtype, c.dtype, m, n, k, a.stride(), b.stride(), c.stride(), cfg)
+    key = tma_key(a, b, c, cfg)
+    if misaligned(a, b, c):
+        check_tma(a, b, c, cfg)  # says which operand
+    plan = _CALLS.plan(key, lambda: _plan(a, b, c, cfg))
     _CALLS.launch(
-        key, (programs,), (a_desc, b_desc, c_desc, m, n, k), constexprs,
+        key, plan.grid, (*plan.descriptors(a, b, c), m, b.shape[1], k), plan.constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c

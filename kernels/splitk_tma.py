@@ -37,7 +37,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from kernels.config import MatmulConfig
 from kernels.launching import DirectCalls
 from kernels.operands import check_operands
-from kernels.persistent_tma import check_tma, operand_descriptor
+from kernels.persistent_tma import TmaPlan, check_tma, misaligned, tma_key
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
 
@@ -92,10 +92,18 @@ def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
     return counters
 
 
-# The key fixes all Triton specialised on (kernels.launching.DirectCalls): dtypes, boxes and the
-# transposes follow from the dtypes, cfg and strides; sizes by value; the workspace and counters
-# come from PyTorch's allocator (aligned starts).
+# Called directly after a key's first launch, its checks and descriptors made once per key
+# (`TmaPlan`, keyed by `tma_key` as persistent_tma's); the workspace and counters come from PyTorch's
+# allocator (aligned starts).
 _CALLS = DirectCalls(_splitk_tma_kernel)
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> TmaPlan:
+    check_tma(a, b, c, cfg)
+    m, n = c.shape
+    grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k,)
+    c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [cfg.block_m, cfg.block_n])
+    return TmaPlan.make(a, b, c, c_desc, cfg, grid, SPLIT_K=cfg.split_k)
 
 
 @register_variant("splitk_tma", config_space="splitk_tma")
@@ -103,25 +111,19 @@ def splitk_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Ten
     """Split-K through TMA (Hopper); partials in their own slots, the last program sums them in order."""
     m, n, k = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    check_tma(a, b, c, cfg)
-    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
+    key = tma_key(a, b, c, cfg)
+    if misaligned(a, b, c):
+        check_tma(a, b, c, cfg)  # says which operand
+    plan = _CALLS.plan(key, lambda: _plan(a, b, c, cfg))
     if cfg.split_k == 1:  # the kernel touches neither
         ws = counts = c
     else:
+        tiles = plan.grid[0] // cfg.split_k
         counts = zeroed_counters(tiles, a.device)
-        slots = cfg.split_k * tiles * cfg.block_m * cfg.block_n
+        slots = plan.grid[0] * cfg.block_m * cfg.block_n  # a partial tile for each program
         ws = torch.empty(slots, device=a.device, dtype=torch.float32)
-    a_desc, a_transposed = operand_descriptor(a, cfg.block_m, cfg.block_k)
-    b_desc, b_transposed = operand_descriptor(b, cfg.block_k, cfg.block_n)
-    c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [cfg.block_m, cfg.block_n])
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-        "SPLIT_K": cfg.split_k, "A_TRANSPOSED": a_transposed, "B_TRANSPOSED": b_transposed,
-        "INPUT_PRECISION": cfg.input_precision,
-    }  # fmt: skip
-    key = (a.device, a.dtype, m, n, k, a.stride(), b.stride(), cfg)
     _CALLS.launch(
-        key, (tiles * cfg.split_k,), (a_desc, b_desc, c_desc, ws, counts, m, n, k), constexprs,
+        key, plan.grid, (*plan.descriptors(a, b, c), ws, counts, m, n, k), plan.constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c

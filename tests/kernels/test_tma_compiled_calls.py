@@ -95,3 +95,25 @@ def test_compiling_ahead_never_calls_the_compiled_kernel(kernel):
     assert len(kernel.compiled.grids) == 1  # the key's runner was kept once, not made again
     pt.persistent_tma(a, b, CFG)  # control: running again, the same key goes direct
     assert len(kernel.compiled.calls) == 1
+
+
+def test_a_known_key_reuses_its_plan_over_the_new_operands_and_holds_no_tensor(kernel, monkeypatch):
+    """The checks and descriptors are made once per key (`TmaPlan`); each call rebases the templates
+    on its own operands (a column-major one as its .T), and the kept plan holds none of them."""
+    a, b = _operands(40, 48, 64)
+    b_cols = b.t().contiguous().t()  # column-major B: described as B.T
+    pt.persistent_tma(a, b_cols, CFG)
+    checks = []
+    monkeypatch.setattr(pt, "check_tma", lambda *args: checks.append(args))
+    a2, b2 = _operands(40, 48, 64, seed=1)
+    b2_cols = b2.t().contiguous().t()
+    c2 = pt.persistent_tma(a2, b2_cols, CFG)
+    assert checks == []  # a known key with aligned operands: nothing checked again
+    (call,) = kernel.compiled.calls
+    a_desc, b_desc, c_desc = call[:3]
+    assert a_desc.base is a2 and c_desc.base is c2
+    assert b_desc.base.data_ptr() == b2_cols.data_ptr() and b_desc.base.shape == (48, 64)
+    assert b_desc.block_shape == [CFG.block_n, CFG.block_k] and call[3:6] == (40, 48, 64)
+    (plan,) = pt._CALLS.plans.values()
+    assert plan.a_desc.base is None and plan.b_desc.base is None and plan.c_desc.base is None
+    assert plan.b_transposed and not plan.a_transposed
