@@ -237,7 +237,8 @@ def _plan(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) 
 
 
 def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
-    """Check what TMA needs (`check_tma`), then launch into c (any of these may be views)."""
+    """Check what TMA needs (`check_tma`: once per key, an operand's aligned start on every call),
+    then launch into c (any of these may be views)."""
     m, k = a.shape
     key = tma_key(a, b, c, cfg)
     if misaligned(a, b, c):

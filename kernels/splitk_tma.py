@@ -1,11 +1,12 @@
 """`splitk_tma`: split-K through TMA, its partial tiles summed inside the one kernel, in a fixed order.
 
 Why (issue #12, decode rows): at M = 16 the product reads the whole weight B once and computes
-little; cuBLAS streamed it at 1.8-3.4 TB/s on the H200 (16x4096x4096 bf16 in 18.8 us, 32 MiB of B;
-16x28672x4096 in 69 us), where HBM gives 4.8. No other variant here serves M = 16: their blocks
-start at 64 rows (`blocks_fit_problem` keeps a block within the problem's next power of two), so
-the dispatcher ran cuBLAS there. With 16-row blocks and a split of K, every SM streams its own
-strip of B through a deep TMA pipeline (4-6 stages of up to 32 KiB boxes in flight per SM).
+little, and no other variant here serves it: their blocks start at 64 rows (`blocks_fit_problem`
+keeps a block within the problem's next power of two), so the dispatcher ran cuBLAS there. With
+16-row blocks and a split of K, every SM streams its own strip of B through a TMA pipeline. On the
+H200 its GPU time ties cuBLAS's at the 16-token rows (CUDA graphs: 8.5 against 8.9 us at
+16x4096x4096, 30.2 against 32.0 at 16x4096x14336; visit 77, docs/perf-notes.md); an eager call's
+host time decided (89-100 us a call with a split then, before the launch plans of session 13).
 
 Grid: cdiv(M, BM) * cdiv(N, BN) * SPLIT_K programs, the SPLIT_K programs of a tile side by side
 (`splitk_tile`), chunks of whole BLOCK_K tiles (`split_range`). Each program stores its fp32 partial
@@ -23,7 +24,8 @@ whole before it is read: a plain allocation per call (SPLIT_K x tiles x BM x BN 
 
 Revived from the visit 42-44 experiment (commit 712b68c), which lost to the pointer `splitk_det`
 on skinny-K shapes (512x512x32768: 0.71 of cuBLAS against 0.80) with descriptors made on the
-device; these are made on the host, and the compiled kernel is called directly (`DirectCalls`).
+device; these are made on the host once per key (`TmaPlan`), and the compiled kernel is called
+directly (`DirectCalls`).
 Layout constraints are persistent_tma's (`check_tma`, the rule `tma_strides_aligned`).
 """
 

@@ -42,19 +42,25 @@ def _wait_for_rows(db, proc, at_least: int, timeout: float = 240) -> int:
 def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, half_spec, stop):
     """12 points over 4 batches: the first is stored 1-2 s into the loop, the last 7 s in (2 workers,
     2-core machine); the tiny spec's 27 points made the run after the stop 10 s longer."""
-    db = tmp_path / "results.db"
-    proc = _start(half_spec, db)
-    _wait_for_rows(db, proc, at_least=1)
-    if stop == signal.SIGINT:
-        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the driver
-    else:
-        proc.kill()
-    output, _ = proc.communicate(timeout=120)
-    if stop == signal.SIGKILL:
-        subprocess.run(
-            ["pkill", "-9", "-s", str(proc.pid)], check=False
-        )  # its Ray processes, if any are left
-    saved = measurements(db)
+    for attempt in range(3):
+        db = tmp_path / f"results-{attempt}.db"
+        proc = _start(half_spec, db)
+        _wait_for_rows(db, proc, at_least=1)
+        if stop == signal.SIGINT:
+            proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the driver
+        else:
+            proc.kill()
+        output, _ = proc.communicate(timeout=120)
+        if stop == signal.SIGKILL:
+            subprocess.run(
+                ["pkill", "-9", "-s", str(proc.pid)], check=False
+            )  # its Ray processes, if any are left
+        saved = measurements(db)
+        # The stop must land mid-sweep. In one fresh-clone CI run (session 13; passed in the runs
+        # before) every batch had finished by the first flush, so the whole sweep was stored before
+        # the signal came: such a run says nothing about stopping, so it is run again.
+        if len(saved) < HALF_POINTS:
+            break
     assert 0 < len(saved) < HALF_POINTS
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
