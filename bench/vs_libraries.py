@@ -94,8 +94,9 @@ QUICK = {
 }
 # Not `splitk_tma` (16-row blocks for decode): on the H200 its GPU time tied cuBLAS's at the 16-token
 # rows (CUDA graphs: 8.5 against 8.9 us at 16x4096x4096, 30.2 against 32.0 at 16x4096x14336), but
-# its launcher's 40-95 us of host a call (cuBLAS 15-26) decided each eager time: the tuning timed
-# 18.2 us there, the rounds 60.1 (visit 77). The farm times it by kernel time.
+# its launcher's 40-100 us of host a call (cuBLAS 15-26; before the launch plans of session 13)
+# decided each eager time: the tuning timed 18.2 us there, the rounds 60.1 (visit 77). The farm times
+# it by kernel time.
 
 
 @dataclass
