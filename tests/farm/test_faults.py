@@ -96,9 +96,16 @@ def test_crashing_and_hanging_kernels(ray_cluster, tmp_path, capsys):
         )
     # One shape ran the bad config (the crash twice: first try and one retry); the other was quarantined.
     assert sorted(e.startswith("quarantined") for e in errors.values()) == [False, False, True, True]
-    crash_faults = [f for f in result.faults if f.kind == "worker lost"]
+    crash_faults = [f for f in result.faults if f.kind == "worker lost" and f.point]
     timeouts = [f for f in result.faults if f.kind == "timeout"]
     assert len(crash_faults) == 2 and len(timeouts) == 1
+    (culprit,) = {f.point for f in crash_faults}  # the first try and its retry blame one point
+    assert culprit.startswith("kills_itself bfloat16") and culprit.endswith(bad)
+    # Once in a full run on this 2-core VM (session 13), a batch sent just after the worker's restart
+    # met Ray's "actor is temporarily unavailable" and was counted as a loss of its own, on no point
+    # ("worker lost on a batch"): requeued, nothing lost or doubled (the rows above). Tolerated; a loss
+    # blamed on a point would not be.
+    assert all(f.kind in ("worker lost", "timeout") for f in result.faults)
     assert all(f.recovery_s is not None and f.recovery_s < 60 for f in result.faults)
     out = capsys.readouterr().out
     assert "fault: worker" in out and "back after" in out
