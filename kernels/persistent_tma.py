@@ -136,6 +136,20 @@ def misaligned(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
     return bool((a.data_ptr() | b.data_ptr() | c.data_ptr()) % TMA_ALIGN_BYTES)
 
 
+def checked_plan(calls: DirectCalls, a, b, c, cfg: MatmulConfig, build) -> tuple[tuple, TmaPlan]:
+    """This launch's key and plan. `check_tma` runs before a key's plan is built (a plan exists only
+    for what passed it); for a known key only the operands' aligned starts are checked again."""
+    key = tma_key(a, b, c, cfg)
+    if misaligned(a, b, c):
+        check_tma(a, b, c, cfg)  # says which operand
+
+    def build_checked() -> TmaPlan:
+        check_tma(a, b, c, cfg)
+        return build(a, b, c, cfg)
+
+    return key, calls.plan(key, build_checked)
+
+
 def operand_descriptor(t: torch.Tensor, rows: int, cols: int) -> tuple[TensorDescriptor, bool]:
     """A descriptor over t's contiguous orientation, and whether the kernel must transpose its tiles.
 
@@ -231,7 +245,6 @@ _CALLS = DirectCalls(_persistent_tma_kernel)
 
 
 def _plan(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> TmaPlan:
-    check_tma(a, b, c, cfg)
     programs = persistent_programs(a.device, a.shape[0], b.shape[1], cfg)
     return TmaPlan.make(a, b, c, output_descriptor(c, cfg), cfg, (programs,), NUM_PROGRAMS=programs)
 
@@ -240,10 +253,7 @@ def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulCo
     """Check what TMA needs (`check_tma`: once per key, an operand's aligned start on every call),
     then launch into c (any of these may be views)."""
     m, k = a.shape
-    key = tma_key(a, b, c, cfg)
-    if misaligned(a, b, c):
-        check_tma(a, b, c, cfg)  # says which operand
-    plan = _CALLS.plan(key, lambda: _plan(a, b, c, cfg))
+    key, plan = checked_plan(_CALLS, a, b, c, cfg, _plan)
     _CALLS.launch(
         key, plan.grid, (*plan.descriptors(a, b, c), m, b.shape[1], k), plan.constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,

@@ -77,10 +77,15 @@ def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+def _shared_memory_error(cfg: MatmulConfig, p: Problem, staged_c_elements: int) -> str | None:
+    """num_stages A and B tiles, plus what the epilogue stages of C, against the device's limit."""
+    need = ((cfg.block_m + cfg.block_n) * cfg.block_k * cfg.num_stages + staged_c_elements) * p.elem_bytes
+    return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
+
+
 def fits_shared_memory(cfg: MatmulConfig, p: Problem) -> str | None:
     """The software pipeline keeps num_stages A and B tiles in shared memory."""
-    need = (cfg.block_m + cfg.block_n) * cfg.block_k * p.elem_bytes * cfg.num_stages
-    return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
+    return _shared_memory_error(cfg, p, 0)
 
 
 def fits_registers(cfg: MatmulConfig, p: Problem) -> str | None:
@@ -185,16 +190,12 @@ def tma_box_fits(cfg: MatmulConfig, p: Problem) -> str | None:
 
 def fits_shared_memory_tma(cfg: MatmulConfig, p: Problem) -> str | None:
     """Pipeline stages plus the epilogue's staging buffer (half a C tile: the store is subtiled)."""
-    need = (cfg.block_m + cfg.block_n) * cfg.block_k * p.elem_bytes * cfg.num_stages
-    need += cfg.block_m * cfg.block_n // 2 * p.elem_bytes
-    return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
+    return _shared_memory_error(cfg, p, cfg.block_m * cfg.block_n // 2)
 
 
 def fits_shared_memory_whole_c(cfg: MatmulConfig, p: Problem) -> str | None:
     """Pipeline stages plus a whole C tile staged for its store (`splitk_tma` does not subtile it)."""
-    need = (cfg.block_m + cfg.block_n) * cfg.block_k * p.elem_bytes * cfg.num_stages
-    need += cfg.block_m * cfg.block_n * p.elem_bytes
-    return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
+    return _shared_memory_error(cfg, p, cfg.block_m * cfg.block_n)
 
 
 def precision_applies(cfg: MatmulConfig, p: Problem) -> str | None:

@@ -39,7 +39,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from kernels.config import MatmulConfig
 from kernels.launching import DirectCalls
 from kernels.operands import check_operands
-from kernels.persistent_tma import TmaPlan, check_tma, misaligned, tma_key
+from kernels.persistent_tma import TmaPlan, checked_plan
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
 
@@ -101,7 +101,6 @@ _CALLS = DirectCalls(_splitk_tma_kernel)
 
 
 def _plan(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> TmaPlan:
-    check_tma(a, b, c, cfg)
     m, n = c.shape
     grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k,)
     c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [cfg.block_m, cfg.block_n])
@@ -113,10 +112,7 @@ def splitk_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Ten
     """Split-K through TMA (Hopper); partials in their own slots, the last program sums them in order."""
     m, n, k = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    key = tma_key(a, b, c, cfg)
-    if misaligned(a, b, c):
-        check_tma(a, b, c, cfg)  # says which operand
-    plan = _CALLS.plan(key, lambda: _plan(a, b, c, cfg))
+    key, plan = checked_plan(_CALLS, a, b, c, cfg, _plan)
     if cfg.split_k == 1:  # the kernel touches neither
         ws = counts = c
     else:
