@@ -95,8 +95,10 @@ QUICK = {
 # Not `splitk_tma` (16-row blocks for decode): on the H200 its GPU time tied cuBLAS's at the 16-token
 # rows (CUDA graphs: 8.5 against 8.9 us at 16x4096x4096, 30.2 against 32.0 at 16x4096x14336), but
 # its launcher's 40-100 us of host a call (cuBLAS 15-26; before the launch plans of session 13)
-# decided each eager time: the tuning timed 18.2 us there, the rounds 60.1 (visit 77). The farm times
-# it by kernel time.
+# decided each eager time: the tuning timed 18.2 us there, the rounds 60.1 (visit 77). With its launch
+# plan (43 us of host on visit 80's host, 71 on visit 83's) tuned again at 16 tokens: the tuning took
+# it on 5 of 8 rows and the rounds read 0.44-0.99 of cuBLAS there (docs/bench/decode-visit83.csv), a
+# host near the L2 flush's length either hidden or not. The farm times it by kernel time.
 
 
 @dataclass

@@ -142,9 +142,10 @@ def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
     print(
         f"sweep {spec.name!r}: {len(points)} points over {len(shapes)} shapes x {len(spec.dtypes)} dtype(s)"
     )
-    print(f"  {'variant':14s} {'points':>7s} {'pruned':>7s}")
+    width = max(len("variant"), *(len(name) for name in spec.variants))
+    print(f"  {'variant':{width}s} {'points':>7s} {'pruned':>7s}")
     for name in spec.variants:
-        print(f"  {name:14s} {per_variant[name]:7d} {pruned[name]:7d}")
+        print(f"  {name:{width}s} {per_variant[name]:7d} {pruned[name]:7d}")
     # Start-up measured on an H200 host (docs/perf-notes.md, visit 24, bench/startup_probe.py): from the
     # command to a one-point sweep's record, 23.5 s starting a local Ray, 15.4 s joining a running
     # head, 3.5-4.3 s on workers a previous `--keep-workers` sweep left running.

@@ -14,7 +14,10 @@ do_bench time (0.147 ms) showed the host; kernel time (the farm) and CUDA graphs
 `persistent_tma`'s 0.1008) show the schedule.
 
 Shapes whose waves are whole, or whose cut would not shorten the schedule, run one `persistent_tma`
-launch. Constraints and errors are `persistent_tma`'s (`check_tma`), for both bands.
+launch. Odd sizes are padded as `persistent_tma_pad` pads them (`padded`, `tma_output`) and then cut:
+at 4097^3 in 128x256 tiles the padded grid is 561 tiles, 4.25 waves in five tile times, where
+columns 0-4095 are four whole waves and column 4096 a tail of 32x32 tiles. Constraints and errors
+are `persistent_tma`'s (`check_tma`), for both bands.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import torch
 
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
-from kernels.persistent_tma import launch_into
+from kernels.persistent_tma import launch_into, padded, tma_output
 from kernels.registry import register_variant
 from kernels.schedule import Bands, multiprocessor_count, wave_bands
 
@@ -51,11 +54,11 @@ def band_plan(m: int, n: int, cfg: MatmulConfig, programs: int) -> tuple[Bands, 
     return None if bands is None else (bands, tail_config(cfg, bands))
 
 
-@register_variant("persistent_tma_bands", config_space="persistent_tma")
+@register_variant("persistent_tma_bands", config_space="persistent_tma_bands")
 def persistent_tma_bands(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """persistent_tma over whole waves of tiles, the remaining band of C in smaller tiles."""
     m, n, _ = check_operands(a, b, cfg)
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    a, b, c = padded(a), padded(b), tma_output(m, n, like=a)
     plan = band_plan(m, n, cfg, multiprocessor_count(a.device))
     if plan is None:
         return launch_into(a, b, c, cfg)

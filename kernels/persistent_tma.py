@@ -16,11 +16,11 @@ qualify: `persistent_tma` raises `TmaUnsupported` and the config-space rule `tma
 prunes such points before they are queued. Their answer is `persistent_tma_pad`, the same kernel
 after copying each unaligned operand into rows 128 bytes apart (kernels/pitched.py; one extra read
 and write of that operand: for 4096x32001x4096 in bf16, 262 MB of B, 0.155 ms on the H200 against
-a 1.56 ms product, visits 47 and 63) and storing C
-into a padded buffer, returned as an (M, N) view with a row stride of N rounded up to 128 bytes (no
-copy; not contiguous). Its rule `tma_needs_padding` keeps it off shapes that need
-no padding. The pointer variants serve the rest, with their vector width kept wherever N and K
-allow (kernels/tile.py).
+a 1.56 ms product, visits 47 and 63) and storing C into a padded buffer where N * itemsize is not a
+multiple of 16 bytes, returned as an (M, N) view with a row stride of N rounded up to 128 bytes (no
+copy; not contiguous). Its rule `tma_needs_padding` keeps it off shapes that need no padding; where
+the last wave is short, `persistent_tma_bands` pads the same way and cuts C in two. The pointer
+variants serve the rest, with their vector width kept wherever N and K allow (kernels/tile.py).
 Off Hopper (no TMA) the launcher raises the same error; the farm's compile-ahead step calls the
 launcher first, so such a point is stored with the error text as `compile_error`.
 
@@ -277,8 +277,16 @@ def padded(t: torch.Tensor) -> torch.Tensor:
     return t if tma_layout_error(t, "t") is None else pitched_copy(t)
 
 
+def tma_output(m: int, n: int, like: torch.Tensor) -> torch.Tensor:
+    """C for TMA stores: contiguous where its rows are 16-byte aligned (no view to hand back), else
+    `aligned_rows` (an (M, N) view of rows 128 bytes apart)."""
+    if (n * like.element_size()) % TMA_ALIGN_BYTES == 0:
+        return torch.empty((m, n), device=like.device, dtype=like.dtype)
+    return aligned_rows(m, n, like=like)
+
+
 @register_variant("persistent_tma_pad", config_space="persistent_tma_pad")
 def persistent_tma_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
-    """persistent_tma for odd sizes: unaligned operands copied to aligned rows, C a view of padded rows."""
+    """persistent_tma for odd sizes: unaligned operands copied to aligned rows, C padded where N is odd."""
     m, n, _ = check_operands(a, b, cfg)
-    return launch_into(padded(a), padded(b), aligned_rows(m, n, like=a), cfg)
+    return launch_into(padded(a), padded(b), tma_output(m, n, like=a), cfg)

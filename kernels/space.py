@@ -302,6 +302,10 @@ SPACES: dict[str, ConfigSpace] = {
         _TMA_AXES,
         tuple(tma_needs_padding if rule is tma_strides_aligned else rule for rule in TMA_RULES),
     ),
+    # aligned shapes as they are, odd ones padded first (`persistent_tma_bands` pads what TMA needs)
+    "persistent_tma_bands": ConfigSpace(
+        "persistent_tma_bands", _TMA_AXES, tuple(r for r in TMA_RULES if r is not tma_strides_aligned)
+    ),
     # 16- and 32-row blocks for decode-sized M (the other spaces start at 64), deep pipelines to
     # keep a strip of B streaming, splits up to 16.
     "splitk_tma": ConfigSpace(

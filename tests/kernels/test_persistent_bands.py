@@ -127,6 +127,32 @@ def test_bands_match_fp64(device, monkeypatch, m, n, k, launches, dtype):
     assert calls == [(shape, c.data_ptr() + at * c.element_size(), cfg) for shape, at, cfg in launches]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize(
+    ("m", "n", "k", "axis"),
+    [pytest.param(150, 41, 37, "m", id="row-band"), pytest.param(45, 150, 37, "n", id="column-band")],
+)
+def test_bands_pad_odd_sizes_then_cut(device, monkeypatch, m, n, k, axis, dtype):
+    """Rows of 37 and 41 (or 150) elements are not 16-byte aligned in any dtype: both operands are
+    copied to rows 128 B apart, C is padded the same way, and the cut (at 128 on 4 SMs) runs on them."""
+    monkeypatch.setattr(pb, "multiprocessor_count", lambda device: 4)
+    launches, real = [], pb.launch_into
+
+    def record(a, b, c, cfg):
+        launches.append((a.stride(0) * a.element_size(), b.stride(0) * b.element_size(), tuple(c.shape)))
+        return real(a, b, c, cfg)
+
+    monkeypatch.setattr(pb, "launch_into", record)
+    a, b = _random((m, k), dtype, device, 5), _random((k, n), dtype, device, 6)
+    c = get_variant("persistent_tma_bands").launch(a, b, CFG)
+    acc = check_accuracy(c, reference_matmul(a, b), dtype, k)
+    assert c.shape == (m, n) and acc.ok, f"rel_err {acc.rel_err:.3g} > {acc.tolerance:.3g}"
+    assert (c.stride(0) * c.element_size()) % 128 == 0
+    pitch = lambda cols: 128 * cdiv(cols * c.element_size(), 128)  # bytes a padded row
+    bands = [(128, n), (m - 128, n)] if axis == "m" else [(m, 128), (m, n - 128)]
+    assert launches == [(pitch(k), pitch(n), band) for band in bands]
+
+
 def test_bands_read_column_major_operands(device, monkeypatch):
     calls = _recorded_launches(monkeypatch)
     a = _random((40, 152), torch.bfloat16, device, 3).t()  # (152, 40) column-major: its bands are views too
