@@ -16,8 +16,11 @@ do_bench time (0.147 ms) showed the host; kernel time (the farm) and CUDA graphs
 Shapes whose waves are whole, or whose cut would not shorten the schedule, run one `persistent_tma`
 launch. Odd sizes are padded as `persistent_tma_pad` pads them (`padded`, `tma_output`) and then cut:
 at 4097^3 in 128x256 tiles the padded grid is 561 tiles, 4.25 waves in five tile times, where
-columns 0-4095 are four whole waves and column 4096 a tail of 32x32 tiles. Constraints and errors
-are `persistent_tma`'s (`check_tma`), for both bands.
+columns 0-4095 are four whole waves and column 4096 the tail. A tail that thin (`THIN_TAIL` rows or
+columns or fewer) runs through `splitk_tma`, its K split to fill a wave: in `tail_tile`'s 32x32
+tiles each of the 129 programs ran the whole 65-step K loop, about 25 us; split in 4 over 33 tiles of
+128x16 the padded bands took 0.2474 ms against 0.2671 (bf16, CUDA graphs, visits 82 and 85).
+Constraints and errors are `persistent_tma`'s (`check_tma`), for both bands.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from kernels.config import MatmulConfig
 from kernels.operands import check_operands
 from kernels.persistent_tma import launch_into, padded, tma_output
 from kernels.registry import register_variant
-from kernels.schedule import Bands, multiprocessor_count, wave_bands
+from kernels.schedule import THIN_TAIL, Bands, cdiv, multiprocessor_count, thin_tail_split, wave_bands
+from kernels.splitk_tma import launch_into as splitk_tma_into
 
 # Tail tiles up to 128x128 run on one warpgroup (4 warps, 128 fp32 accumulators a thread at most):
 # 128x128 took 17.0 us with 4 warps against 18.8 with 8 at 3072^3, 33.5 against 34.4 at
@@ -45,13 +49,32 @@ def tail_config(cfg: MatmulConfig, bands: Bands) -> MatmulConfig:
     return cfg.replace(block_m=bm, block_n=bn, num_warps=warps)
 
 
+def thin_tail_config(cfg: MatmulConfig, bands: Bands, m: int, n: int, k: int, programs: int) -> MatmulConfig:
+    """`splitk_tma`'s config for a tail of THIN_TAIL rows or columns or fewer: 16 across it, the config's
+    block along it, K split to fill a wave (`thin_tail_split`), one warpgroup."""
+    if bands.axis == "m":
+        bm, bn, tiles = 16, cfg.block_n, cdiv(n, cfg.block_n)
+    else:
+        bm, bn, tiles = cfg.block_m, 16, cdiv(m, cfg.block_m)
+    split = thin_tail_split(tiles, cdiv(k, cfg.block_k), programs)
+    return cfg.replace(block_m=bm, block_n=bn, group_m=1, split_k=split, num_warps=4)
+
+
+# the cut, the tail's config, and whether the tail is thin (split-K, `splitk_tma`)
+BandPlan = tuple[Bands, MatmulConfig, bool]
+
+
 @functools.lru_cache(maxsize=1024)
-def band_plan(m: int, n: int, cfg: MatmulConfig, programs: int) -> tuple[Bands, MatmulConfig] | None:
-    """The cut and the tail's config, once per shape and config: the two launches already take
-    90-110 us of host time a call where the GPU takes 93 (3072^3, visit 72), and making a config
-    (MatmulConfig checks every field) each call would add to it."""
+def band_plan(m: int, n: int, k: int, cfg: MatmulConfig, programs: int) -> BandPlan | None:
+    """The cut, the tail's config and whether the tail is thin (then `splitk_tma` runs it), once per
+    shape and config: the two launches already take 60 us of host a call (3072^3, visit 82), and
+    making a config (MatmulConfig checks every field) each call would add to it."""
     bands = wave_bands(m, n, cfg.block_m, cfg.block_n, programs)
-    return None if bands is None else (bands, tail_config(cfg, bands))
+    if bands is None:
+        return None
+    if (m if bands.axis == "m" else n) - bands.cut <= THIN_TAIL:
+        return bands, thin_tail_config(cfg, bands, m, n, k, programs), True
+    return bands, tail_config(cfg, bands), False
 
 
 @register_variant("persistent_tma_bands", config_space="persistent_tma_bands")
@@ -59,15 +82,16 @@ def persistent_tma_bands(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) ->
     """persistent_tma over whole waves of tiles, the remaining band of C in smaller tiles."""
     m, n, _ = check_operands(a, b, cfg)
     a, b, c = padded(a), padded(b), tma_output(m, n, like=a)
-    plan = band_plan(m, n, cfg, multiprocessor_count(a.device))
+    plan = band_plan(m, n, a.shape[1], cfg, multiprocessor_count(a.device))
     if plan is None:
         return launch_into(a, b, c, cfg)
-    bands, tail = plan
+    bands, tail, thin = plan
+    tail_launch = splitk_tma_into if thin else launch_into
     cut = bands.cut
     if bands.axis == "m":
         launch_into(a[:cut], b, c[:cut], cfg)
-        launch_into(a[cut:], b, c[cut:], tail)
+        tail_launch(a[cut:], b, c[cut:], tail)
     else:
         launch_into(a, b[:, :cut], c[:, :cut], cfg)
-        launch_into(a, b[:, cut:], c[:, cut:], tail)
+        tail_launch(a, b[:, cut:], c[:, cut:], tail)
     return c

@@ -121,6 +121,21 @@ def tail_tile(m: int, n: int, block_m: int, block_n: int, programs: int) -> tupl
     return block_m, block_n
 
 
+# A tail band this thin or thinner (rows, or columns) is served by split-K: at 4097^3 the column
+# left of 128x256 tiles is one wide, and `tail_tile`'s 32x32 tiles (129, one wave) each ran the whole
+# 65-step K loop, latency-bound, about 25 us of the 267 (visit 82).
+THIN_TAIL = 16
+
+
+def thin_tail_split(tiles: int, k_tiles: int, programs: int, max_split: int = 16) -> int:
+    """How many ways to split K for a thin tail of `tiles` tiles: the most (a power of two, at most
+    max_split) that keeps the tail in one wave of `programs` and leaves each split 4 K tiles or more."""
+    split = 1
+    while split * 2 <= max_split and tiles * split * 2 <= programs and k_tiles >= 4 * split * 2:
+        split *= 2
+    return split
+
+
 def wave_bands(m: int, n: int, block_m: int, block_n: int, programs: int) -> Bands | None:
     """Where to cut C into a main band of whole waves and a tail band of smaller tiles, or None.
 

@@ -110,8 +110,14 @@ def _plan(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) 
 @register_variant("splitk_tma", config_space="splitk_tma")
 def splitk_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Split-K through TMA (Hopper); partials in their own slots, the last program sums them in order."""
-    m, n, k = check_operands(a, b, cfg)
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    m, n, _ = check_operands(a, b, cfg)
+    return launch_into(a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
+
+
+def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """The split-K kernel into c (any of a, b, c may be views TMA can describe: `check_tma`)."""
+    m, k = a.shape
+    n = b.shape[1]
     key, plan = checked_plan(_CALLS, a, b, c, cfg, _plan)
     if cfg.split_k == 1:  # the kernel touches neither
         ws = counts = c

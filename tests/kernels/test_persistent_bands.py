@@ -9,7 +9,7 @@ import torch
 
 import kernels.persistent_bands as pb
 from kernels import MatmulConfig, check_accuracy, get_variant, reference_matmul
-from kernels.schedule import Bands, cdiv, tail_tile, wave_bands
+from kernels.schedule import Bands, cdiv, tail_tile, thin_tail_split, wave_bands
 
 H200_SMS = 132
 
@@ -151,6 +151,47 @@ def test_bands_pad_odd_sizes_then_cut(device, monkeypatch, m, n, k, axis, dtype)
     pitch = lambda cols: 128 * cdiv(cols * c.element_size(), 128)  # bytes a padded row
     bands = [(128, n), (m - 128, n)] if axis == "m" else [(m, 128), (m, n - 128)]
     assert launches == [(pitch(k), pitch(n), band) for band in bands]
+
+
+@pytest.mark.parametrize(
+    ("tiles", "k_tiles", "expected"),
+    [
+        (33, 65, 4),  # 4097^3's one-column tail in 128-row tiles: 132 programs of 16 or 17 K tiles
+        (33, 12, 2),  # K of 12 tiles: splits keep 4 each
+        (2, 1000, 16),  # at most 16
+        (140, 65, 1),  # a wave already
+    ],
+)
+def test_thin_tail_split_fills_one_wave_and_keeps_four_k_tiles_a_split(tiles, k_tiles, expected):
+    assert thin_tail_split(tiles, k_tiles, H200_SMS) == expected
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize(
+    ("m", "n", "axis"),
+    [pytest.param(129, 64, "m", id="one-row"), pytest.param(64, 129, "n", id="one-column")],
+)
+def test_a_thin_tail_runs_split_k(device, monkeypatch, m, n, axis, dtype):
+    """A tail of one row (or column), cut at 128 on 4 SMs, runs through `splitk_tma` in tiles 16
+    across, K (150: 10 tiles of 16) split in two; the main band through `persistent_tma`."""
+    monkeypatch.setattr(pb, "multiprocessor_count", lambda device: 4)
+    launches = []
+    for name in ("launch_into", "splitk_tma_into"):
+        real = getattr(pb, name)
+
+        def record(a, b, c, cfg, name=name, real=real):
+            launches.append((name, tuple(c.shape), cfg.block_m, cfg.block_n, cfg.split_k))
+            return real(a, b, c, cfg)
+
+        monkeypatch.setattr(pb, name, record)
+    k = 150
+    a, b = _random((m, k), dtype, device, 7), _random((k, n), dtype, device, 8)
+    c = get_variant("persistent_tma_bands").launch(a, b, CFG)
+    acc = check_accuracy(c, reference_matmul(a, b), dtype, k)
+    assert c.shape == (m, n) and acc.ok, f"rel_err {acc.rel_err:.3g} > {acc.tolerance:.3g}"
+    main, tail = ((128, n), (1, n)) if axis == "m" else ((m, 128), (m, 1))
+    tile = (16, 32) if axis == "m" else (32, 16)
+    assert launches == [("launch_into", main, 32, 32, 1), ("splitk_tma_into", tail, *tile, 2)]
 
 
 def test_bands_read_column_major_operands(device, monkeypatch):
