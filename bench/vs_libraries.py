@@ -98,7 +98,9 @@ QUICK = {
 # decided each eager time: the tuning timed 18.2 us there, the rounds 60.1 (visit 77). With its launch
 # plan (43 us of host on visit 80's host, 71 on visit 83's) tuned again at 16 tokens: the tuning took
 # it on 5 of 8 rows and the rounds read 0.44-0.99 of cuBLAS there (docs/bench/decode-visit83.csv), a
-# host near the L2 flush's length either hidden or not. The farm times it by kernel time.
+# host near the L2 flush's length either hidden or not. On skinny-K it loses on the GPU too (CUDA
+# graphs: 48.4 against cuBLAS's 32.1 us at 512x512x32768, 80.2 against 57.5 at 1024x1024x16384, the
+# best of 12 configs, visit 86). The farm times it by kernel time.
 
 
 @dataclass
