@@ -112,6 +112,19 @@ def test_padding_variant_stays_off_aligned_shapes():
     )
 
 
+def test_bands_are_planned_on_odd_and_aligned_shapes():
+    """`persistent_tma_bands` pads what TMA cannot describe, so its space keeps 4097^3, which
+    `persistent_tma`'s refuses; on aligned shapes both keep the config."""
+    from kernels.space import SPACES
+
+    cfg = MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3)
+    odd, aligned = Problem(4097, 4097, 4097, "bfloat16"), Problem(4096, 4096, 4096, "bfloat16")
+    assert SPACES["persistent_tma_bands"].prune(cfg, odd) is None
+    assert "16 B" in SPACES["persistent_tma"].prune(cfg, odd)
+    for name in ("persistent_tma_bands", "persistent_tma"):
+        assert SPACES[name].prune(cfg, aligned) is None, name
+
+
 def test_persistent_tma_says_which_gpus_lack_tma(monkeypatch):
     class Ampere:
         get_device_capability = staticmethod(lambda device: (8, 0))
