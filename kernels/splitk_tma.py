@@ -26,7 +26,8 @@ Revived from the visit 42-44 experiment (commit 712b68c), which lost to the poin
 on skinny-K shapes (512x512x32768: 0.71 of cuBLAS against 0.80) with descriptors made on the
 device; these are made on the host once per key (`TmaPlan`), and the compiled kernel is called
 directly (`DirectCalls`).
-Layout constraints are persistent_tma's (`check_tma`, the rule `tma_strides_aligned`).
+Layout constraints are persistent_tma's (`check_tma`, the rule `tma_strides_aligned`). `launch_into`
+writes into a C it is given (a view): `persistent_tma_bands` runs its thin tail bands through it.
 """
 
 from __future__ import annotations
