@@ -32,7 +32,8 @@ class DirectCalls:
     `plan` keeps, under the same keys and bound, what a launcher prepares for a key whatever the
     operands' addresses (checks passed, descriptor templates, the grid, the constexprs): building
     and checking them on every call had persistent_tma spend 41.5 us of Python before each launch on
-    the CPU VM, 17.2 with the plan kept (session 13; on the H200's host not measured yet).
+    the CPU VM, 17.2 with the plan kept; on the H200's host the kept plan's lookup and rebased
+    descriptors take 7 us of a 40 us call (visit 81).
     """
 
     def __init__(self, kernel, max_keys: int = 1024) -> None:
