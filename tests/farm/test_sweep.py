@@ -174,6 +174,28 @@ def test_dry_run_prints_the_pruned_grid_without_ray_or_database(tmp_path, capsys
     assert not db.exists()
 
 
+def test_dry_run_columns_line_up_under_a_long_variant_name(tmp_path, capsys):
+    spec = write_spec(
+        tmp_path,
+        """\
+        name: long
+        dtypes: [bfloat16]
+        variants: [tiled, persistent_tma_bands]
+        shapes: [{m: 256, n: 256, k: 256}]
+        configs: {block_m: [64], block_n: [64], block_k: [32], num_warps: [4], num_stages: [3]}
+        """,
+    )
+    assert farm(["sweep", "--spec", str(spec), "--db", str(tmp_path / "never.db"), "--dry-run"]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    header, rows = table[0], table[1:3]
+    assert [row.split()[0] for row in rows] == ["tiled", "persistent_tma_bands"]
+    # every row's counts end where the header's "points" and "pruned" end
+    ends = [header.index("points") + len("points"), len(header)]
+    for row in rows:
+        points = row.split()[1]
+        assert [row.index(f" {points} ") + len(points) + 1, len(row)] == ends, (header, row)
+
+
 def test_a_kernel_that_cannot_compile_is_a_row_and_the_sweep_goes_on(ray_cluster, tmp_path):
     spec = write_spec(
         tmp_path,
