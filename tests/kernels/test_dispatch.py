@@ -9,6 +9,7 @@ import torch
 import kernels
 from kernels import MatmulConfig, check_accuracy, reference_matmul
 from kernels.dispatch import BEST_CONFIGS_ENV, Dispatcher, Matmul, shape_bucket
+from kernels.sizes import cdiv
 
 GPU = "CPU (Triton interpreter)"  # what the farm records for interpreter rows, and device_name("cpu")
 SMALL = MatmulConfig(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=4, num_stages=2)
@@ -171,6 +172,52 @@ def test_the_library_bench_quick_tunes_a_problem_shorter_than_its_group():
     assert all(c.group_m == 8 for c in quick_configs("persistent_tma_pad", 4097, 4097, 4097, torch.bfloat16))
 
 
+def test_the_library_bench_splits_k_through_tma_on_the_skinny_k_class_only():
+    """`splitk_tma` joins the quick tuning on skinny-K shapes, each tile's split filling one wave of
+    132 programs (and half that): 640x640 in 128x128 tiles is 25 tiles, split 5 (visit 88's best) and 2.
+    Not at decode (M = 16), where its host time decided the eager times (visit 83)."""
+    from bench.vs_libraries import quick_configs, wave_splits
+
+    assert wave_splits(25) == (2, 5) and wave_splits(64) == (1, 2) and wave_splits(200) == (1,)
+    configs = list(quick_configs("splitk_tma", 640, 640, 24576, torch.bfloat16))
+    assert {c.split_k for c in configs if (c.block_m, c.block_n) == (128, 128)} == {2, 5}
+    assert all(c.split_k * cdiv(640, c.block_m) * cdiv(640, c.block_n) <= 132 for c in configs)
+    for shape in [(16, 4096, 4096), (128, 4096, 14336), (4096, 4096, 4096)]:
+        assert list(quick_configs("splitk_tma", *shape, torch.bfloat16)) == []
+
+
+def test_the_library_bench_quick_tunes_a_short_k_in_short_k_steps():
+    """K = 71: `grouped` tries BLOCK_K 32 (three masked steps), not the large tiles' 64."""
+    from bench.vs_libraries import quick_configs
+
+    assert {c.block_k for c in quick_configs("grouped", 495, 5333, 71, torch.bfloat16)} == {32}
+    assert {c.block_k for c in quick_configs("grouped", 3000, 5000, 1000, torch.bfloat16)} == {64}
+
+
+def test_the_library_bench_verdicts_take_the_issues_classes_over_every_row(tmp_path, capsys):
+    """Skinny-K and ragged are the issue's classes, held-out rows included: 768x768x12288 (held out)
+    is skinny-K, 128x4096x14336 is not; 2000x3000x1500 (held out, N not a multiple of 16) is ragged,
+    the aligned 640x640x24576 of the ragged suite is not. Each line names its worst row."""
+    from bench.vs_libraries import main
+
+    header = "m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config\n"
+    table = tmp_path / "t.csv"
+    table.write_text(
+        header
+        + "512,512,32768,bfloat16,0,1,1.25,1,1,cublas,x\n"  # skinny-K 0.8
+        + "768,768,12288,bfloat16,1,1,2.0,1,1,cublas,x\n"  # skinny-K, held out: 0.5
+        + "128,4096,14336,bfloat16,0,1,4.0,1,1,cublas,x\n"  # neither: 0.25
+        + "640,640,24576,bfloat16,0,1,1.0,1,1,cublas,x\n"  # skinny-K, not ragged: 1.0
+        + "3000,5000,1000,bfloat16,0,1,1.1,1,1,cublas,x\n"  # ragged 0.91
+        + "2000,3000,1500,bfloat16,1,1,1.6,1,1,cublas,x\n"  # ragged, held out: 0.625
+    )
+    main(["verdicts", str(table)])
+    out = capsys.readouterr().out
+    assert "skinny-K:        min 0.500 at 768x768x12288 bfloat16 (goal >= 1.0, 3 rows)" in out
+    assert "ragged:          min 0.625 at 2000x3000x1500 bfloat16 (goal >= 0.85, 2 rows)" in out
+    assert "squares >= 2048: no rows" in out
+
+
 def test_the_library_bench_merge_takes_a_shapes_later_row_in_place(tmp_path):
     """`vs_libraries.py merge old.csv new.csv`: a shape and dtype measured again replaces its row
     where it stood (the verdicts count each row once); new shapes come after."""
@@ -239,13 +286,42 @@ def test_the_library_bench_refuses_no_rounds(capsys):
     assert stop.value.code == 2 and "--rounds and --rep-ms must be at least 1" in capsys.readouterr().err
 
 
+def test_the_library_bench_compiles_inductor_before_it_tunes(tmp_path, monkeypatch, device):
+    """After torch.compile a Python launcher's host time rose 31.7 -> 44.7-54.7 us a call (visit 90),
+    and do_bench reads host time below about 50 us of GPU: the tuning must pick its winner in the
+    state the rounds time it in, after Inductor's compile."""
+    import bench.vs_libraries as vl
+
+    monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64)])
+    monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: ([(16, 32, 16, 4, 2)], 2, (1,))})
+    events = []
+
+    def fake_bench(fn, rep_ms=100):
+        fn()
+        events.append("tuning" if rep_ms == 100 else "round")
+        return 1.0
+
+    def fake_inductor(a, b):
+        events.append("compile")
+        return lambda: a @ b
+
+    monkeypatch.setattr(vl, "bench", fake_bench)
+    monkeypatch.setattr(vl, "inductor_compiled", fake_inductor)
+    out = tmp_path / "tiny.csv"
+    vl.main(["--suite", "tiny", "--device", str(device), "--out", str(out), "--rounds", "1"])
+    # the library's entry and the one quick config are the tuning's timings; four measures a round
+    assert events == ["compile", "tuning", "tuning", "round", "round", "round", "round"]
+    (row,) = vl.read_csv([str(out)])
+    assert row.inductor_ms == 1.0
+
+
 def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, monkeypatch, device):
     """triton_ms is the tuning's winner timed again in the rounds: the tuning's own time (the least
     of a dozen noisy ones) is biased low."""
     import bench.vs_libraries as vl
 
     monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64)])
-    monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda skinny: ([(16, 32, 16, 4, 2)], 2, (1,))})
+    monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: ([(16, 32, 16, 4, 2)], 2, (1,))})
     rounds = []
 
     def fake_bench(fn, rep_ms=100):  # tuning times at the default rep, the rounds at --rep-ms
