@@ -182,13 +182,14 @@ def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -
 
 def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype):
     from kernels import MatmulConfig, Problem, get_variant
+    from kernels.sizes import cdiv
     from kernels.space import effective_group_m
 
     tiles, group_m, splits = QUICK[variant](m, n, k)
     space = get_variant(variant).space
     problem = Problem(m, n, k, dtype)
     for bm, bn, bk, w, st in tiles:
-        for s in splits or wave_splits(math.ceil(m / bm) * math.ceil(n / bn)):
+        for s in splits or wave_splits(cdiv(m, bm) * cdiv(n, bn)):
             cfg = MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
             # as planning and the dispatcher do: group_m 8 over 333 rows (three tile rows) walks
             # them as group_m 3; the rules refuse the taller group (visit 36: no own Triton time)
