@@ -25,8 +25,9 @@ whole before it is read: a plain allocation per call (SPLIT_K x tiles x BM x BN 
 Revived from the visit 42-44 experiment (commit 712b68c), which lost to the pointer `splitk_det`
 on skinny-K shapes (512x512x32768: 0.71 of cuBLAS against 0.80) with descriptors made on the
 device; these are made on the host once per key (`TmaPlan`), and the compiled kernel is called
-directly (`DirectCalls`); on skinny-K it still runs at 0.65-0.72 of cuBLAS's split kernels (CUDA
-graphs, visit 86: 48.4 against 32.1 us at 512x512x32768).
+directly (`DirectCalls`). On skinny-K, with the split that fills one wave of programs, it runs at
+0.63-0.99 of cuBLAS in CUDA graphs (visit 88: 38.3 against 29.7 us at 512x512x32768 in 128x128
+tiles split 8, 50.3 against 49.9 at 1024x1024x16384 split 2; visit 86 had tried splits 4-16 only).
 Layout constraints are persistent_tma's (`check_tma`, the rule `tma_strides_aligned`). `launch_into`
 writes into a C it is given (a view): `persistent_tma_bands` runs its thin tail bands through it.
 """
