@@ -90,7 +90,7 @@ SMALL_K = [(128, 64, 32, 4, 3), (128, 128, 32, 8, 3)]
 # CUDA graphs, visit 88) was one of these at 512x512x32768, 256x256x65536, 640x640x24576 and
 # 1024x1024x16384.
 SPLITK_TMA = [(128, 128, 64, 4, 5), (128, 128, 64, 8, 4), (128, 64, 64, 4, 5), (64, 128, 128, 4, 3)]
-QUICK_PROGRAMS = 132  # the H200's SMs: one wave of split-K programs
+QUICK_PROGRAMS = 132  # the H200's SMs; the tuning passes its device's count
 
 
 def is_skinny(m: int, n: int) -> bool:
@@ -180,7 +180,7 @@ def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype):
+def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype, programs: int = QUICK_PROGRAMS):
     from kernels import MatmulConfig, Problem, get_variant
     from kernels.sizes import cdiv
     from kernels.space import effective_group_m
@@ -189,7 +189,7 @@ def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype):
     space = get_variant(variant).space
     problem = Problem(m, n, k, dtype)
     for bm, bn, bk, w, st in tiles:
-        for s in splits or wave_splits(cdiv(m, bm) * cdiv(n, bn)):
+        for s in splits or wave_splits(cdiv(m, bm) * cdiv(n, bn), programs):
             cfg = MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
             # as planning and the dispatcher do: group_m 8 over 333 rows (three tile rows) walks
             # them as group_m 3; the rules refuse the taller group (visit 36: no own Triton time)
@@ -202,6 +202,7 @@ def tune_shape(a, b, budget_end: float) -> list[dict]:
     """Every quick config of every variant on this shape: entries in the best-configs format."""
     from kernels import check_accuracy, get_variant, reference_matmul
     from kernels.dispatch import device_name
+    from kernels.schedule import multiprocessor_count
 
     m, k = a.shape
     n = b.shape[1]
@@ -209,7 +210,7 @@ def tune_shape(a, b, budget_end: float) -> list[dict]:
     entries = []
     for variant in QUICK:
         launch = get_variant(variant).launch
-        for cfg in quick_configs(variant, m, n, k, a.dtype):
+        for cfg in quick_configs(variant, m, n, k, a.dtype, multiprocessor_count(a.device)):
             if time.time() > budget_end:
                 return entries
             try:

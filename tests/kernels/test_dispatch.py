@@ -182,6 +182,9 @@ def test_the_library_bench_splits_k_through_tma_on_the_skinny_k_class_only():
     configs = list(quick_configs("splitk_tma", 640, 640, 24576, torch.bfloat16))
     assert {c.split_k for c in configs if (c.block_m, c.block_n) == (128, 128)} == {2, 5}
     assert all(c.split_k * cdiv(640, c.block_m) * cdiv(640, c.block_n) <= 132 for c in configs)
+    # the tuning passes its device's SM count: half the SMs, half the split
+    half = list(quick_configs("splitk_tma", 640, 640, 24576, torch.bfloat16, programs=66))
+    assert {c.split_k for c in half if (c.block_m, c.block_n) == (128, 128)} == {1, 2}
     for shape in [(16, 4096, 4096), (128, 4096, 14336), (4096, 4096, 4096)]:
         assert list(quick_configs("splitk_tma", *shape, torch.bfloat16)) == []
 
