@@ -114,19 +114,8 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--preset", default="splitk")
-    source.add_argument("--spec", help="a spec file instead of a preset")
-    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4, 8])
-    parser.add_argument("--csv", default="docs/bench/scaling.csv")
-    parser.add_argument("--keep", metavar="DIR", help="copy each run's results database here")
-    parser.add_argument("--timeout-s", type=float, help="stop a run (and the bench) after this long")
-    parser.add_argument("--regime", help="override the spec's timing regime (farm sweep checks the name)")
-    parser.add_argument("--visit", default="", help="the visit number to write in the CSV's visit column")
-    args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="scaling-"))
+def measure(args: argparse.Namespace, folder: Path) -> list[dict]:
+    """The sweep on each of args.gpus in turn: a row each, args.csv rewritten after every run."""
     spec_path = Path(args.spec) if args.spec else REPO / "farm" / "presets" / f"{args.preset}.yaml"
     spec = yaml.safe_load(spec_path.read_text())
     regime = args.regime or spec.get("timing", {}).get("regime", "steady")
@@ -173,6 +162,24 @@ def main() -> None:
         note = f"median |t/t1-1| {agreement:.2%}" if agreement is not None else ""
         print(f"{gpus} GPUs: {row}, {result['uuids']} GPU UUIDs {note}", flush=True)
         write_csv(Path(args.csv), rows)  # after every run: a later run that is stopped loses only itself
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--preset", default="splitk")
+    source.add_argument("--spec", help="a spec file instead of a preset")
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--csv", default="docs/bench/scaling.csv")
+    parser.add_argument("--keep", metavar="DIR", help="copy each run's results database here")
+    parser.add_argument("--timeout-s", type=float, help="stop a run (and the bench) after this long")
+    parser.add_argument("--regime", help="override the spec's timing regime (farm sweep checks the name)")
+    parser.add_argument("--visit", default="", help="the visit number to write in the CSV's visit column")
+    args = parser.parse_args()
+    # each run's database and Triton cache (megabytes a run on the GPU) go with the bench
+    with tempfile.TemporaryDirectory(prefix="scaling-", ignore_cleanup_errors=True) as folder:
+        rows = measure(args, Path(folder))
     print(f"wrote {args.csv}")
     print(" ".join(f"{c:>18s}" for c in COLUMNS))
     for row in rows:

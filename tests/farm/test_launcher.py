@@ -17,7 +17,6 @@ this cluster by process id, on failure too.
 import os
 import secrets
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import pytest
 from farmkit import REPO, TWO_BATCH_POINTS, TWO_BATCH_SPEC, write_spec
+
+from bench.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -78,12 +79,6 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     done = subprocess.run([str(RAY), *args], cwd=cwd, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
     assert done.returncode == 0, (
@@ -93,7 +88,7 @@ def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def ssh_node():
+def ssh_node(monkeypatch):
     """An sshd on 127.0.0.1 for root with a throwaway key; yields (cluster file, temp root)."""
     if os.geteuid() != 0 or not SSHD.exists() or not shutil.which("rsync"):
         pytest.skip(
@@ -102,6 +97,10 @@ def ssh_node():
     root = Path(
         tempfile.mkdtemp(prefix="farm-l-", dir="/tmp")
     )  # short: Ray's socket paths stay under 108 bytes
+    # The ray client's files in root too, removed with it: the local provider's cluster-<name>.state
+    # and .lock, and the config cache ray-config-<sha256>, one of each a run (500 of them had
+    # gathered under /tmp on this VM).
+    monkeypatch.setenv("TMPDIR", str(root))
     home, bin_dir = root / "home", root / "home" / "bin"
     bin_dir.mkdir(parents=True)
     for key in ("host_key", "client_key"):
@@ -117,7 +116,7 @@ def ssh_node():
     (home / ".bashrc").write_text(f"export PATH={bin_dir}:{Path(sys.executable).parent}:$PATH\n")
     (home / ".ray").mkdir()
     (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))  # token auth stays on, as on a cluster
-    port = _free_port()
+    port = free_port()
     (root / "sshd_config").write_text(
         textwrap.dedent(f"""\
         Port {port}
@@ -155,7 +154,7 @@ def ssh_node():
         head_setup_commands: []
         worker_setup_commands: []
         head_start_ray_commands:
-          - ray start --head --port={_free_port()} --num-cpus=2 --num-gpus=2 --include-dashboard=false
+          - ray start --head --port={free_port()} --num-cpus=2 --num-gpus=2 --include-dashboard=false
             --disable-usage-stats
         worker_start_ray_commands: []
         """)
@@ -167,8 +166,6 @@ def ssh_node():
         subprocess.run([sys.executable, str(root / "stop_cluster.py")], timeout=60)  # whatever ray down left
         sshd.terminate()
         sshd.wait(timeout=30)
-        for leftover in Path("/tmp").glob(f"cluster-{name}.*"):  # the local provider's state files
-            leftover.unlink()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -27,9 +27,13 @@ def _bench(tmp_path, ray_tmp, *args, spec_text=TWO_BATCH_SPEC):
     spec = write_spec(tmp_path, spec_text)
     table = tmp_path / "scaling.csv"
     command = [sys.executable, SCALING, "--spec", str(spec), "--csv", str(table), *args]
-    env = {**subprocess_env(), "RAY_TMPDIR": ray_tmp}
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    env = {**subprocess_env(), "RAY_TMPDIR": ray_tmp, "TMPDIR": str(own_tmp)}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    # the runs' databases and Triton caches went with the bench (a run stopped at its timeout too)
+    assert not list(own_tmp.glob("scaling-*"))
     rows = list(csv.DictReader(table.open())) if table.exists() else []
     return done.stdout, rows
 
