@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -67,16 +68,23 @@ def plugin_folder() -> Path:
     """Where workers write plugins: one folder per host and user, each file under its digest, so
     that every worker of the host shares one copy and none is left behind per process (one
     `mkdtemp` per worker start had left 3,472 folders in this VM's /tmp). Like the Triton cache
-    of farm/worker.py, local and per user."""
-    return Path(tempfile.gettempdir()) / f"farm-plugins-{os.getuid()}"
+    of farm/worker.py, local and per user; in a shared /tmp a folder of that name that another
+    user made (or a link) is refused, since its files would be imported."""
+    folder = Path(tempfile.gettempdir()) / f"farm-plugins-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    found = folder.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        raise PluginError(f"{folder} is not a folder of this user's: remove it, or set TMPDIR elsewhere")
+    return folder
 
 
 def install_sources(sources: list[PluginSource]) -> None:
     """Worker side: write each plugin under its digest (once per host) and import it there."""
+    folder = plugin_folder() if sources else None
     for source in sources:
-        path = plugin_folder() / source.digest / source.name
+        path = folder / source.digest / source.name
         if not path.is_file() or path.read_text() != source.text:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(exist_ok=True)
             # written whole, then renamed: a worker starting beside this one reads all of it or none
             partial = path.with_name(f".{source.name}.{os.getpid()}")
             partial.write_text(source.text)

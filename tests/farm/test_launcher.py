@@ -98,7 +98,7 @@ def ssh_node(monkeypatch):
         tempfile.mkdtemp(prefix="farm-l-", dir="/tmp")
     )  # short: Ray's socket paths stay under 108 bytes
     # The ray client's files in root too, removed with it: the local provider's cluster-<name>.state
-    # and .lock, and the config cache ray-config-<sha256>, one of each a run (500 of them had
+    # and .lock, and the config cache ray-config-<sha256>, one of each a run (53 runs' worth had
     # gathered under /tmp on this VM).
     monkeypatch.setenv("TMPDIR", str(root))
     home, bin_dir = root / "home", root / "home" / "bin"

@@ -1,11 +1,12 @@
 """Where a worker writes the plugins it is sent: one copy per host and digest, none per process."""
 
+import os
 import sys
 import tempfile
 
 import pytest
 
-from farm.plugins import PluginSource, install_sources, plugin_folder
+from farm.plugins import PluginError, PluginSource, install_sources, plugin_folder
 
 TEXT = "LOADED_FROM = __file__\n"
 
@@ -37,3 +38,20 @@ def test_workers_of_a_host_share_one_file_and_a_wrong_one_is_replaced(own_tmp):
     del sys.modules[f"farm_plugin_mine_{source.digest}"]  # a second worker process of the same host
     install_sources([source])
     assert sorted(p.name for p in plugin_folder().rglob("*")) == sorted([source.digest, "mine.py"])
+
+
+@pytest.mark.parametrize("made", ["by another user", "as a link"])
+def test_a_folder_made_by_someone_else_is_refused(own_tmp, made):
+    folder = own_tmp / f"farm-plugins-{os.getuid()}"
+    target = own_tmp / "elsewhere"
+    target.mkdir()
+    if made == "as a link":
+        folder.symlink_to(target)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("making a folder another user's needs root")
+        folder.mkdir()
+        os.chown(folder, 65534, 65534)  # nobody's, made before the farm's first worker
+    with pytest.raises(PluginError, match="not a folder of this user's"):
+        install_sources([PluginSource("mine.py", TEXT)])
+    assert list(target.iterdir()) == [] and list(folder.iterdir()) == []
