@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
+from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv
@@ -33,6 +34,11 @@ def _reduce_splits_kernel(ws_ptr, c_ptr, MN, SPLIT_K: tl.constexpr, BLOCK: tl.co
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+# Called directly after a key's first launch, as every kernel here is (`kernels.grouped`). Its key: the
+# sizes and dtypes; the workspace and C come fresh from PyTorch's allocator, their starts aligned.
+_REDUCE = DirectCalls(_reduce_splits_kernel)
+
+
 @register_variant("splitk_det", config_space="splitk")
 def splitk_det(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Split-K into an fp32 workspace, reduced in a fixed order: deterministic."""
@@ -40,7 +46,8 @@ def splitk_det(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Ten
     workspace = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
     launch_split(a, b, workspace, cfg, atomic=False)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    _reduce_splits_kernel[(cdiv(m * n, REDUCE_BLOCK),)](
-        workspace, c, m * n, SPLIT_K=cfg.split_k, BLOCK=REDUCE_BLOCK, num_warps=4
-    )
+    _REDUCE.launch(
+        (a.device, c.dtype, m * n, cfg.split_k), (cdiv(m * n, REDUCE_BLOCK),), (workspace, c, m * n),
+        {"SPLIT_K": cfg.split_k, "BLOCK": REDUCE_BLOCK}, num_warps=4,
+    )  # fmt: skip
     return c

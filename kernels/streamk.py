@@ -13,10 +13,11 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
+from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
-from kernels.tile import pointer_layout, tile_accumulate, tile_offsets
+from kernels.tile import pointer_key, pointer_layout, tile_accumulate, tile_offsets
 
 
 def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
@@ -76,6 +77,10 @@ def streamk_programs(device: torch.device, m: int, n: int, k: int, cfg: MatmulCo
     return min(multiprocessor_count(device), iterations)
 
 
+# Called directly after a key's first launch, as every pointer kernel here is (`kernels.grouped`).
+_CALLS = DirectCalls(_streamk_kernel)
+
+
 @register_variant("streamk", config_space="grouped", atomic=True)
 def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Stream-K: one program per SM, equal shares of all K iterations, atomics where tiles are shared."""
@@ -83,11 +88,14 @@ def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     programs = streamk_programs(a.device, m, n, k, cfg)
     c = torch.zeros((m, n), device=a.device, dtype=torch.float32)
     strides, align = pointer_layout(a, b, c)
-    _streamk_kernel[(programs,)](
-        a, b, c, m, n, k, *strides, programs,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-        INPUT_PRECISION=cfg.input_precision, ALIGN=align,
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
+        "INPUT_PRECISION": cfg.input_precision, "ALIGN": align,
+    }  # fmt: skip
+    _CALLS.launch(
+        pointer_key(a, b, c, strides, align, cfg, programs), (programs,),
+        (a, b, c, m, n, k, *strides, programs), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+    )  # fmt: skip
     return c if a.dtype == torch.float32 else c.to(a.dtype)
 

@@ -23,11 +23,12 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
+from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit
 from kernels.streamk import streamk_piece, streamk_programs, streamk_share, streamk_work
-from kernels.tile import pointer_layout, store_tile, tile_accumulate
+from kernels.tile import pointer_key, pointer_layout, store_tile, tile_accumulate
 
 
 def hybrid_split(tiles: int, programs: int) -> tuple[int, int]:
@@ -165,6 +166,11 @@ def shared_workspace(
     return ws, alloc((max(shared, 1),), device=device, dtype=torch.int32)
 
 
+# Called directly after a key's first launch, as every pointer kernel here is (`kernels.grouped`). The
+# workspace and counters come fresh from PyTorch's allocator: their starts are always aligned.
+_CALLS = DirectCalls(_streamk_hybrid_kernel)
+
+
 @register_variant("streamk_hybrid", config_space="grouped", atomic=True)
 def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Full waves data-parallel, stream-K over the last partial wave (fp32 workspace, last one stores)."""
@@ -173,24 +179,13 @@ def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
     ws, counts = shared_workspace(m, n, programs, cfg, a.device)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     strides, align = pointer_layout(a, b, c)
-    _streamk_hybrid_kernel[(programs,)](
-        a,
-        b,
-        c,
-        ws,
-        counts,
-        m,
-        n,
-        k,
-        *strides,
-        programs,
-        BLOCK_M=cfg.block_m,
-        BLOCK_N=cfg.block_n,
-        BLOCK_K=cfg.block_k,
-        GROUP_M=cfg.group_m,
-        INPUT_PRECISION=cfg.input_precision,
-        ALIGN=align,
-        num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
-    )
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
+        "INPUT_PRECISION": cfg.input_precision, "ALIGN": align,
+    }  # fmt: skip
+    _CALLS.launch(
+        pointer_key(a, b, c, strides, align, cfg, programs), (programs,),
+        (a, b, c, ws, counts, m, n, k, *strides, programs), constexprs,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
     return c

@@ -41,6 +41,17 @@ def pointer_layout(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[t
     return (am, ak, bk, bn, cm, cn), align
 
 
+def pointer_key(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, strides: tuple, align: int, *extra):
+    """All Triton specialised a pointer kernel's launch on, for `kernels.launching.DirectCalls`: the
+    device, dtypes, sizes and strides by value (their ==1 and %16), ALIGN, each operand's start
+    modulo 16 (Triton's pointer alignment), and `extra`: the config (its constexprs, warps and stages;
+    the grid follows from it and the sizes) and whatever else the launcher passes."""
+    return (
+        a.device, a.dtype, c.dtype, tuple(a.shape), b.shape[1], strides, align,
+        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16, *extra,
+    )  # fmt: skip
+
+
 @triton.jit
 def _aligned(x, ALIGN: tl.constexpr):
     """x itself, written so the compiler sees it is a multiple of ALIGN (the launcher checked it is)."""

@@ -10,10 +10,11 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
+from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv
-from kernels.tile import pointer_layout, store_tile, tile_accumulate
+from kernels.tile import pointer_key, pointer_layout, store_tile, tile_accumulate
 
 
 def tiled_tile(pid_m: int, pid_n: int) -> tuple[int, int]:
@@ -34,6 +35,10 @@ def _tiled_kernel(
     store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
 
 
+# Called directly after a key's first launch, as every pointer kernel here is (`kernels.grouped`).
+_CALLS = DirectCalls(_tiled_kernel)
+
+
 @register_variant("tiled", config_space="tiled")
 def tiled(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """2-D grid, one program per output tile."""
@@ -41,10 +46,12 @@ def tiled(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     grid = (cdiv(m, cfg.block_m), cdiv(n, cfg.block_n))
     strides, align = pointer_layout(a, b, c)
-    _tiled_kernel[grid](
-        a, b, c, m, n, k, *strides,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, INPUT_PRECISION=cfg.input_precision,
-        ALIGN=align,
+    constexprs = {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
+        "INPUT_PRECISION": cfg.input_precision, "ALIGN": align,
+    }  # fmt: skip
+    _CALLS.launch(
+        pointer_key(a, b, c, strides, align, cfg), grid, (a, b, c, m, n, k, *strides), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+    )  # fmt: skip
     return c

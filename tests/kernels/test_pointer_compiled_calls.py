@@ -1,0 +1,166 @@
+"""The pointer launchers' compiled calls (`tiled`, `grouped`, `streamk`, `streamk_hybrid`, `splitk`,
+`splitk_det`): a key's second launch calls the compiled kernel directly with this call's tensors and
+what the first call gave Triton, constexprs in the kernel's order; anything Triton specialised on
+that differs (a size, a stride, an operand's start modulo 16, the config, atomic or workspace)
+takes Triton's path under a new key.
+
+Without a GPU nothing compiles, so the kernel is replaced by a stand-in (kernelkit.py); the
+variants' results through the interpreter are test_variants.py's. On a GPU, bench/launch_overhead.py
+times both paths.
+"""
+
+import pytest
+import torch
+from kernelkit import StandInKernel
+
+import kernels.grouped as grouped_module
+import kernels.splitk as splitk_module
+import kernels.splitk_det as splitk_det_module
+import kernels.streamk as streamk_module
+import kernels.streamk_hybrid as streamk_hybrid_module
+import kernels.tiled as tiled_module
+from kernels import MatmulConfig, get_variant
+from kernels.launching import DirectCalls
+
+CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
+SPLIT = CFG.replace(split_k=2)
+
+
+def _operands(m, n, k, seed=0, dtype=torch.float16):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn((m, k), generator=gen).to(dtype), torch.randn((k, n), generator=gen).to(dtype)
+
+
+# (module, its DirectCalls, the kernel they call) for every pointer kernel
+DIRECT_CALLS = {
+    "tiled": (tiled_module, "_CALLS", "_tiled_kernel"),
+    "grouped": (grouped_module, "_CALLS", "_grouped_kernel"),
+    "streamk": (streamk_module, "_CALLS", "_streamk_kernel"),
+    "streamk_hybrid": (streamk_hybrid_module, "_CALLS", "_streamk_hybrid_kernel"),
+    "split": (splitk_module, "_CALLS", "_splitk_kernel"),
+    "reduce": (splitk_det_module, "_REDUCE", "_reduce_splits_kernel"),
+}
+# variant -> (its config, the kernels it launches)
+VARIANTS = {
+    "tiled": (CFG, ["tiled"]),
+    "grouped": (CFG, ["grouped"]),
+    "streamk": (CFG, ["streamk"]),
+    "streamk_hybrid": (CFG, ["streamk_hybrid"]),
+    "splitk": (SPLIT, ["split"]),
+    "splitk_det": (SPLIT, ["split", "reduce"]),
+}
+
+
+@pytest.fixture
+def stand_ins(monkeypatch) -> dict[str, StandInKernel]:
+    """Every pointer kernel replaced by a stand-in: no variant launches a real kernel."""
+    kernels = {}
+    for name, (module, calls, kernel) in DIRECT_CALLS.items():
+        kernels[name] = StandInKernel(getattr(module, kernel).arg_names)
+        monkeypatch.setattr(module, calls, DirectCalls(kernels[name]))
+    return kernels
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_keys_second_launch_passes_what_triton_was_given_first(stand_ins, variant):
+    cfg, launched = VARIANTS[variant]
+    launch = get_variant(variant).launch
+    launch(*_operands(40, 48, 64), cfg)
+    a2, b2 = _operands(40, 48, 64, seed=1)  # new tensors, the same key
+    launch(a2, b2, cfg)
+    for name in launched:
+        kernel = stand_ins[name]
+        (grid, jit_args, kwargs) = kernel.jit_calls[0]
+        assert len(kernel.jit_calls) == 1 and kernel.compiled.grids == [(*grid, 1, 1)[:3]]
+        (call,) = kernel.compiled.calls
+        names = kernel.arg_names[len(jit_args) :]
+        values = (*jit_args, *(kwargs[n] for n in names))
+        assert len(call) == len(values) == len(kernel.arg_names)
+        for now, first in zip(call, values, strict=True):
+            if isinstance(first, torch.Tensor):  # this call's own operands and outputs, alike in shape
+                assert isinstance(now, torch.Tensor) and now.shape == first.shape and now is not first
+            else:
+                assert now == first
+        if name != "reduce":
+            assert call[0] is a2 and call[1] is b2
+
+
+@pytest.fixture
+def grouped_kernel(monkeypatch):
+    stand_in = StandInKernel(grouped_module._grouped_kernel.arg_names)
+    monkeypatch.setattr(grouped_module, "_CALLS", DirectCalls(stand_in))
+    return stand_in
+
+
+@pytest.fixture
+def split_kernel(monkeypatch):
+    stand_in = StandInKernel(splitk_module._splitk_kernel.arg_names)
+    monkeypatch.setattr(splitk_module, "_CALLS", DirectCalls(stand_in))
+    return stand_in
+
+
+def test_grouped_goes_direct_for_a_known_key_with_this_calls_tensors(grouped_kernel):
+    a, b = _operands(40, 48, 64)
+    grouped_module.grouped(a, b, CFG)
+    assert len(grouped_kernel.jit_calls) == 1 and grouped_kernel.compiled.calls == []
+    grid, jit_args, kwargs = grouped_kernel.jit_calls[0]
+    assert grid == (3 * 2,) and jit_args[3:] == (40, 48, 64, 64, 1, 48, 1, 48, 1)  # sizes, strides
+    a2, b2 = _operands(40, 48, 64, seed=1)
+    c2 = grouped_module.grouped(a2, b2, CFG)
+    assert len(grouped_kernel.jit_calls) == 1 and grouped_kernel.compiled.grids == [(6, 1, 1)]
+    (call,) = grouped_kernel.compiled.calls
+    assert call[0] is a2 and call[1] is b2 and call[2] is c2  # this call's operands
+    assert call[3:12] == jit_args[3:]
+    names = grouped_module._grouped_kernel.arg_names[12:]
+    assert call[12:] == tuple(kwargs[name] for name in names)
+    assert dict(zip(names, call[12:], strict=True)) == {
+        "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2, "INPUT_PRECISION": "ieee", "ALIGN": 16,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param(lambda: (*_operands(40, 48, 80), CFG), id="another-k"),
+        pytest.param(lambda: (*_operands(40, 48, 64), CFG.replace(num_stages=3)), id="another-config"),
+        # the same sizes, A's rows 2 elements further apart: another stride, another ALIGN (2)
+        pytest.param(
+            lambda: (torch.zeros(40, 66, dtype=torch.float16)[:, :64], _operands(40, 48, 64)[1], CFG),
+            id="a-strided",
+        ),
+        # the same sizes and strides, A starting 2 B into its storage: Triton's pointer alignment differs
+        pytest.param(
+            lambda: (
+                torch.zeros(40 * 64 + 1, dtype=torch.float16)[1:].view(40, 64),
+                _operands(40, 48, 64)[1],
+                CFG,
+            ),
+            id="a-off-16-bytes",
+        ),
+        pytest.param(lambda: (*_operands(40, 48, 64, dtype=torch.bfloat16), CFG), id="another-dtype"),
+    ],
+)
+def test_grouped_takes_tritons_path_when_a_specialised_value_differs(grouped_kernel, second):
+    a, b = _operands(40, 48, 64)
+    grouped_module.grouped(a, b, CFG)
+    grouped_module.grouped(*second())
+    assert len(grouped_kernel.jit_calls) == 2 and grouped_kernel.compiled.calls == []
+
+
+def test_split_kernel_keeps_atomic_and_workspace_launches_apart(split_kernel):
+    """`splitk` adds into an fp32 (M, N) output, `splitk_det` stores into a (SPLIT_K, M, N) workspace:
+    one kernel, two keys, each going direct on its own second call with its own output's stride."""
+    a, b = _operands(40, 48, 64)
+    total = torch.zeros((40, 48), dtype=torch.float32)
+    workspace = torch.empty((2, 40, 48), dtype=torch.float32)
+    for _ in range(2):
+        splitk_module.launch_split(a, b, total, SPLIT, atomic=True)
+        splitk_module.launch_split(a, b, workspace, SPLIT, atomic=False)
+    assert [kwargs["ATOMIC"] for _, _, kwargs in split_kernel.jit_calls] == [True, False]
+    assert [args[12] for _, args, _ in split_kernel.jit_calls] == [0, 40 * 48]  # stride_ck
+    names = splitk_module._splitk_kernel.arg_names[13:]
+    calls = split_kernel.compiled.calls
+    assert calls[0][2] is total and calls[1][2] is workspace  # this call's output
+    assert [call[12] for call in calls] == [0, 40 * 48]
+    values = [dict(zip(names, call[13:], strict=True)) for call in calls]
+    assert [v["ATOMIC"] for v in values] == [True, False] and all(v["SPLIT_K"] == 2 for v in values)
