@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from farm.errors import UserError
+from farm.host_folders import private_folder
 
 
 class PluginError(UserError):
@@ -67,15 +66,9 @@ def load_plugin(path: str) -> PluginSource:
 def plugin_folder() -> Path:
     """Where workers write plugins: one folder per host and user, each file under its digest, so
     that every worker of the host shares one copy and none is left behind per process (one
-    `mkdtemp` per worker start had left 3,472 folders in this VM's /tmp). Like the Triton cache
-    of farm/worker.py, local and per user; in a shared /tmp a folder of that name that another
-    user made (or a link) is refused, since its files would be imported."""
-    folder = Path(tempfile.gettempdir()) / f"farm-plugins-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    found = folder.lstat()
-    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
-        raise PluginError(f"{folder} is not a folder of this user's: remove it, or set TMPDIR elsewhere")
-    return folder
+    `mkdtemp` per worker start had left 3,472 folders in this VM's /tmp). A folder another user
+    controls is refused (`private_folder`): its files would be imported."""
+    return private_folder("farm-plugins")
 
 
 def install_sources(sources: list[PluginSource]) -> None:

@@ -16,13 +16,13 @@ import concurrent.futures
 import os
 import random
 import sys
-import tempfile
 import threading
 import traceback
 import zlib
 from dataclasses import dataclass, field
 
 from db.records import Backend, MeasurementRecord, Status
+from farm.host_folders import private_folder
 
 ERROR_CHARS = 2000
 
@@ -73,8 +73,10 @@ def host_triton_cache() -> str:
     """The Triton disk cache that every worker of this host and user shares: a kernel one worker
     compiled, the others load (farm/plan.py deals batches so that they can). Triton's default,
     ~/.triton/cache, may be one NFS home for many hosts; a local directory keeps its many small
-    writes off the network. A TRITON_CACHE_DIR set where the workers start wins."""
-    return os.path.join(tempfile.gettempdir(), f"farm-triton-cache-{os.getuid()}")
+    writes off the network. Triton loads compiled kernels from it, so a folder of that name that
+    another user controls is refused (`private_folder`). A TRITON_CACHE_DIR set where the workers
+    start wins."""
+    return str(private_folder("farm-triton-cache"))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -96,7 +98,8 @@ class GpuWorker:
         elif backend == Backend.CUDA and interpreted:
             raise RuntimeError("TRITON_INTERPRET=1 is set in a worker asked to run CUDA")
 
-        os.environ.setdefault("TRITON_CACHE_DIR", host_triton_cache())
+        if "TRITON_CACHE_DIR" not in os.environ:
+            os.environ["TRITON_CACHE_DIR"] = host_triton_cache()
         from farm import compile as compile_ahead
         from farm.gpu import Gpu
         from farm.plugins import install_sources

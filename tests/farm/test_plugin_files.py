@@ -6,7 +6,8 @@ import tempfile
 
 import pytest
 
-from farm.plugins import PluginError, PluginSource, install_sources, plugin_folder
+from farm.host_folders import UnsafeFolder
+from farm.plugins import PluginSource, install_sources, plugin_folder
 
 TEXT = "LOADED_FROM = __file__\n"
 
@@ -40,18 +41,10 @@ def test_workers_of_a_host_share_one_file_and_a_wrong_one_is_replaced(own_tmp):
     assert sorted(p.name for p in plugin_folder().rglob("*")) == sorted([source.digest, "mine.py"])
 
 
-@pytest.mark.parametrize("made", ["by another user", "as a link"])
-def test_a_folder_made_by_someone_else_is_refused(own_tmp, made):
-    folder = own_tmp / f"farm-plugins-{os.getuid()}"
+def test_a_plugin_folder_someone_else_controls_is_refused_before_anything_is_written(own_tmp):
     target = own_tmp / "elsewhere"
     target.mkdir()
-    if made == "as a link":
-        folder.symlink_to(target)
-    else:
-        if os.geteuid() != 0:
-            pytest.skip("making a folder another user's needs root")
-        folder.mkdir()
-        os.chown(folder, 65534, 65534)  # nobody's, made before the farm's first worker
-    with pytest.raises(PluginError, match="not a folder of this user's"):
+    (own_tmp / f"farm-plugins-{os.getuid()}").symlink_to(target)
+    with pytest.raises(UnsafeFolder, match="not a folder of this user's"):
         install_sources([PluginSource("mine.py", TEXT)])
-    assert list(target.iterdir()) == [] and list(folder.iterdir()) == []
+    assert list(target.iterdir()) == []
