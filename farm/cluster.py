@@ -328,7 +328,12 @@ def launch(
 
 def await_workers(ray, handles: list[WorkerHandle]) -> None:
     """Each started worker's info(), once it is up."""
-    infos = ray.get([w.actor.info.remote() for w in handles], timeout=600)
+    try:
+        infos = ray.get([w.actor.info.remote() for w in handles], timeout=600)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, UserError):  # a worker could not start: GpuWorker.startup_error
+            raise exc.cause from None
+        raise
     for w, info in zip(handles, infos):
         w.info = info
     log.info("workers: %s", ", ".join(f"{i.worker} ({i.environment.gpu_name})" for i in infos))

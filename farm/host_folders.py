@@ -8,6 +8,7 @@ so such a folder, or one that others may write into, is refused, with a message 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -24,10 +25,8 @@ def private_folder(purpose: str) -> Path:
     """`$TMPDIR/<purpose>-<uid>`, made 0700 if missing; refused unless it is a real folder owned by this
     user that neither group nor others may write into."""
     folder = Path(tempfile.gettempdir()) / f"{purpose}-{os.getuid()}"
-    try:
+    with contextlib.suppress(FileExistsError):  # a file of that name, or a link to one: refused below
         folder.mkdir(mode=0o700, exist_ok=True)
-    except FileExistsError:  # a file of that name, or a link to one: refused below
-        pass
     found = folder.lstat()  # the entry itself: a link is not followed
     if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
         raise UnsafeFolder(f"{folder} is not a folder of this user's: remove it, or set TMPDIR elsewhere")

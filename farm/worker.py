@@ -22,6 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from db.records import Backend, MeasurementRecord, Status
+from farm.errors import UserError
 from farm.host_folders import private_folder
 
 ERROR_CHARS = 2000
@@ -86,6 +87,16 @@ def _error_text(exc: BaseException) -> str:
 
 class GpuWorker:
     def __init__(self, plugins: list, backend: str = "auto", compile_threads: int = 8, warmup_s: float = 2.0):
+        # A UserError while starting (a shared folder another user controls, a plugin that fails to
+        # import on this host) is raised again by info(), the driver's first call, which reports it as
+        # it is; raised here, Ray would report a dead actor with the traceback folded into its message.
+        self.startup_error: UserError | None = None
+        try:
+            self._start(plugins, backend, compile_threads, warmup_s)
+        except UserError as exc:
+            self.startup_error = exc
+
+    def _start(self, plugins: list, backend: str, compile_threads: int, warmup_s: float) -> None:
         import torch
 
         if backend == "auto":
@@ -121,6 +132,8 @@ class GpuWorker:
         self.clock = None
 
     def info(self) -> WorkerInfo:
+        if self.startup_error is not None:
+            raise self.startup_error
         import ray
 
         return WorkerInfo(

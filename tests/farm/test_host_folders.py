@@ -5,6 +5,7 @@ another user controls is refused, whatever the purpose."""
 import os
 import stat
 import tempfile
+from types import SimpleNamespace
 
 import pytest
 
@@ -58,16 +59,38 @@ def test_a_folder_this_user_does_not_alone_control_is_refused(own_tmp, made):
     assert list(target.iterdir()) == []
 
 
-def test_a_worker_started_with_a_triton_cache_dir_does_not_touch_the_shared_one(own_tmp, monkeypatch):
-    """The worker asks for the shared cache only when TRITON_CACHE_DIR is unset: a node that sets its
-    own is not refused for a folder it never uses."""
+def test_a_worker_uses_the_shared_cache_only_when_triton_cache_dir_is_unset(own_tmp, monkeypatch):
+    """A node that sets its own TRITON_CACHE_DIR is not refused for a folder it never uses; where the
+    shared one is refused, the worker's first call (info) raises the UserError, and the driver
+    (`farm.cluster.await_workers`) reports that rather than Ray's dead-actor traceback."""
     from farm import worker
 
     (own_tmp / f"farm-triton-cache-{os.getuid()}").symlink_to(own_tmp)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(own_tmp / "mine"))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    w = worker.GpuWorker([], backend="interpreter")
-    assert os.environ["TRITON_CACHE_DIR"] == str(own_tmp / "mine") and w.backend == "interpreter"
+    started = worker.GpuWorker([], backend="interpreter")
+    assert started.startup_error is None and os.environ["TRITON_CACHE_DIR"] == str(own_tmp / "mine")
     monkeypatch.delenv("TRITON_CACHE_DIR")
-    with pytest.raises(UnsafeFolder):
-        worker.GpuWorker([], backend="interpreter")
+    refused = worker.GpuWorker([], backend="interpreter")
+    with pytest.raises(UnsafeFolder, match="not a folder of this user's"):
+        refused.info()
+
+
+def test_the_driver_reports_a_workers_startup_error_as_it_is():
+    import ray
+
+    from farm.cluster import WorkerHandle, await_workers
+
+    error = UnsafeFolder("/tmp/farm-triton-cache-0 is not a folder of this user's: remove it")
+    raised = ray.exceptions.RayTaskError("GpuWorker.info", "Traceback ...", error).as_instanceof_cause()
+
+    class Raising:  # ray.get of the workers' info() calls, one of which raised `error`
+        exceptions = ray.exceptions
+
+        def get(self, refs, timeout):
+            raise raised
+
+    actor = SimpleNamespace(info=SimpleNamespace(remote=lambda: None))
+    with pytest.raises(UnsafeFolder) as caught:  # the dual RayTaskError is an UnsafeFolder too: the type
+        await_workers(Raising(), [WorkerHandle(actor)])
+    assert type(caught.value) is UnsafeFolder and str(caught.value) == str(error)
