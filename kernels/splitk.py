@@ -21,7 +21,7 @@ from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
-from kernels.tile import pointer_key, pointer_layout, tile_accumulate, tile_offsets
+from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, tile_accumulate, tile_offsets
 
 
 @triton.jit
@@ -56,10 +56,7 @@ def launch_split(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulC
     grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k,)
     strides, align = pointer_layout(a, b, c)
     stride_ck = c.stride(0) if c.ndim == 3 else 0
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-        "SPLIT_K": cfg.split_k, "ATOMIC": atomic, "INPUT_PRECISION": cfg.input_precision, "ALIGN": align,
-    }  # fmt: skip
+    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k, ATOMIC=atomic)
     _CALLS.launch(
         pointer_key(a, b, c, strides, align, cfg, stride_ck, atomic), grid,
         (a, b, c, m, n, k, *strides, stride_ck), constexprs,

@@ -17,7 +17,7 @@ from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
-from kernels.tile import pointer_key, pointer_layout, tile_accumulate, tile_offsets
+from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, tile_accumulate, tile_offsets
 
 
 def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
@@ -88,10 +88,7 @@ def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     programs = streamk_programs(a.device, m, n, k, cfg)
     c = torch.zeros((m, n), device=a.device, dtype=torch.float32)
     strides, align = pointer_layout(a, b, c)
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-        "INPUT_PRECISION": cfg.input_precision, "ALIGN": align,
-    }  # fmt: skip
+    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)
     _CALLS.launch(
         pointer_key(a, b, c, strides, align, cfg, programs), (programs,),
         (a, b, c, m, n, k, *strides, programs), constexprs,

@@ -28,7 +28,7 @@ from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit
 from kernels.streamk import streamk_piece, streamk_programs, streamk_share, streamk_work
-from kernels.tile import pointer_key, pointer_layout, store_tile, tile_accumulate
+from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, store_tile, tile_accumulate
 
 
 def hybrid_split(tiles: int, programs: int) -> tuple[int, int]:
@@ -179,10 +179,7 @@ def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
     ws, counts = shared_workspace(m, n, programs, cfg, a.device)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     strides, align = pointer_layout(a, b, c)
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-        "INPUT_PRECISION": cfg.input_precision, "ALIGN": align,
-    }  # fmt: skip
+    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)
     _CALLS.launch(
         pointer_key(a, b, c, strides, align, cfg, programs), (programs,),
         (a, b, c, ws, counts, m, n, k, *strides, programs), constexprs,

@@ -52,6 +52,14 @@ def pointer_key(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, strides: tupl
     )  # fmt: skip
 
 
+def pointer_constexprs(cfg, align: int, **more) -> dict:
+    """The constexprs every pointer kernel takes (the blocks, INPUT_PRECISION, ALIGN) and `more`."""
+    return {
+        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
+        "INPUT_PRECISION": cfg.input_precision, "ALIGN": align, **more,
+    }  # fmt: skip
+
+
 @triton.jit
 def _aligned(x, ALIGN: tl.constexpr):
     """x itself, written so the compiler sees it is a multiple of ALIGN (the launcher checked it is)."""

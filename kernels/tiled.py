@@ -14,7 +14,7 @@ from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv
-from kernels.tile import pointer_key, pointer_layout, store_tile, tile_accumulate
+from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, store_tile, tile_accumulate
 
 
 def tiled_tile(pid_m: int, pid_n: int) -> tuple[int, int]:
@@ -46,12 +46,9 @@ def tiled(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     grid = (cdiv(m, cfg.block_m), cdiv(n, cfg.block_n))
     strides, align = pointer_layout(a, b, c)
-    constexprs = {
-        "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
-        "INPUT_PRECISION": cfg.input_precision, "ALIGN": align,
-    }  # fmt: skip
     _CALLS.launch(
-        pointer_key(a, b, c, strides, align, cfg), grid, (a, b, c, m, n, k, *strides), constexprs,
+        pointer_key(a, b, c, strides, align, cfg), grid, (a, b, c, m, n, k, *strides),
+        pointer_constexprs(cfg, align),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c
