@@ -8,8 +8,8 @@ a Triton kernel of 30-50 us measured from Python can be timing its launcher (vis
 calls back to back (the GPU idle or behind; synchronised before and after):
 - torch ops every launcher makes (an allocation, a memset, a cast);
 - `_splitk_kernel[grid](...)`: Triton's JIT path (binds and specialises the arguments each call);
-- the same compiled kernel called directly (`CompiledKernel[grid](*args)`), the path
-  `persistent_tma`'s launcher takes after a shape and config's first call (visit 50: a cache for
+- the same compiled kernel called directly (`CompiledKernel[grid](*args)`), the path every
+  launcher takes after a key's first call (`kernels.launching.DirectCalls`; visit 50: a cache for
   any kernel, keyed argument by argument in Python, cost more than it saved);
 - the variants' launchers as the farm and `kernels.matmul` call them, and torch.matmul.
 After its timing, each variant multiplies new operands of the same shape (through the same path
