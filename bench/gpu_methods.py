@@ -1,0 +1,97 @@
+"""One call's time on a GPU, four ways, to compare in one process (each has its own bias):
+
+- `graph_warm_us`: calls captured in a CUDA graph and replayed: GPU time only, with L2 warm (what
+  `triton.testing.do_bench_cudagraph` reads);
+- `graph_flushed_us`: [zero a 256 MB buffer, call] captured, minus [zero] alone: GPU time with L2
+  flushed as do_bench flushes it, and no host time;
+- `do_bench_us`: `triton.testing.do_bench`'s median, eager, L2 flushed: the larger of a call's GPU
+  time and its host time past the flush's (about 70 us on an H200);
+- `host_us`: the host's time to queue one call, the best of a few passes (one pass read twice the
+  time of another on the same launcher, visit 92).
+
+Used by the probes in bench/probes/. The callable must be capturable (no host sync, no allocation
+that changes between calls beyond PyTorch's caching allocator).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+FLUSH_BYTES = 256 * 1024 * 1024  # do_bench's L2 flush: four times the H200's 60 MB of L2
+
+
+def _replay_ms(replay: Callable[[], None], replays: int) -> float:
+    """Median ms of `replay()` between two events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(replays):
+        start.record()
+        replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def captured(body: Callable[[], None]) -> torch.cuda.CUDAGraph:
+    """body captured in a CUDA graph, after one eager run on a side stream (compiles, allocates)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        body()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        body()
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
+
+
+def graph_warm_us(fn: Callable[[], object], calls: int = 20, replays: int = 15) -> float:
+    graph = captured(lambda: [fn() for _ in range(calls)])
+    return _replay_ms(graph.replay, replays) * 1000 / calls
+
+
+class Flush:
+    """do_bench's L2 flush, captured beside a call: `graph_flushed_us`."""
+
+    def __init__(self, device: torch.device | None = None) -> None:
+        self.buffer = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=device or torch.device("cuda"))
+
+    def graph_flushed_us(self, fn: Callable[[], object], calls: int = 10, replays: int = 15) -> float:
+        def flushed_calls():
+            for _ in range(calls):
+                self.buffer.zero_()
+                fn()
+
+        def flushes():
+            for _ in range(calls):
+                self.buffer.zero_()
+
+        both, alone = captured(flushed_calls), captured(flushes)
+        return (_replay_ms(both.replay, replays) - _replay_ms(alone.replay, replays)) * 1000 / calls
+
+
+def do_bench_us(fn: Callable[[], object], rep_ms: int = 60) -> float:
+    import triton
+
+    return 1000 * triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")
+
+
+def host_us(fn: Callable[[], object], calls: int = 100, passes: int = 3) -> float:
+    """The host's time to queue one call: the best pass of `calls` calls, synchronised around each."""
+    best = float("inf")
+    for _ in range(passes):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return best
