@@ -12,7 +12,6 @@ time (bench/gpu_methods.py). Visit 94's run: docs/bench/small_k_grouped-visit94.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ if __package__ in (None, ""):
 import torch
 
 from bench.gpu_methods import Flush, do_bench_us, host_us
+from bench.probes import Rows
 from kernels import MatmulConfig, check_accuracy, reference_matmul
 from kernels.grouped import grouped
 
@@ -45,22 +45,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "small_k_grouped.csv"))
     args = parser.parse_args(argv)
-    flush, rows = Flush(), []
+    flush = Flush()
+    out = Rows(args.out, ("shape", "dtype", "op", "graph_flush_us", "do_bench_us", "host_us"))
+    rows = out.rows
 
     def emit(shape, dtype, op, fn):
-        rows.append(
-            (
-                shape,
-                str(dtype).removeprefix("torch."),
-                op,
-                flush.graph_flushed_us(fn),
-                do_bench_us(fn),
-                host_us(fn),
-            )
-        )
-        with open(args.out, "w", newline="") as f:  # every row as it comes: a killed run keeps its rows
-            header = ("shape", "dtype", "op", "graph_flush_us", "do_bench_us", "host_us")
-            csv.writer(f).writerows([header, *rows])
+        dname = str(dtype).removeprefix("torch.")
+        out.add(shape, dname, op, flush.graph_flushed_us(fn), do_bench_us(fn), host_us(fn))
 
     for (m, n, k), (dtypes, block_ks, stages) in CASES.items():
         shape = f"{m}x{n}x{k}"

@@ -15,7 +15,6 @@ takes the best of three.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -27,6 +26,7 @@ if __package__ in (None, ""):
 import torch
 
 from bench.gpu_methods import Flush, do_bench_us, graph_warm_us, host_us
+from bench.probes import Rows
 from kernels.config import MatmulConfig
 from kernels.persistent_bands import persistent_tma_bands
 from kernels.persistent_tma import _persistent_tma_kernel, launch_into
@@ -91,12 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "tail_streams.csv"))
     args = parser.parse_args(argv)
-    rows: list[tuple] = []
-
-    def emit(*row):
-        rows.append(row)
-        with open(args.out, "w", newline="") as f:  # every row as it comes: a killed run keeps its rows
-            csv.writer(f).writerows([("phase", "dtype", "op", "method", "value"), *rows])
+    out = Rows(args.out, ("phase", "dtype", "op", "method", "value"))
+    emit, rows = out.add, out.rows
 
     flush, side = Flush(), torch.cuda.Stream()
     methods = {"graph_warm": graph_warm_us, "graph_flush": flush.graph_flushed_us, "do_bench": do_bench_us}

@@ -16,7 +16,6 @@ docs/bench/tile192_host-visit93.csv, cublas_kernels-visit93.txt.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from bench.probes import Rows
 from kernels.config import MatmulConfig
 from kernels.schedule import grouped_tile_jit, multiprocessor_count
 
@@ -211,12 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "tile192.csv"))
     args = parser.parse_args(argv)
-    rows: list[tuple] = []
-
-    def emit(*row):
-        rows.append(row)
-        with open(args.out, "w", newline="") as f:  # every row as it comes: a killed run keeps its rows
-            csv.writer(f).writerows([("phase", "op", "method", "value"), *rows])
+    out = Rows(args.out, ("phase", "op", "method", "value"))
+    emit, rows = out.add, out.rows
 
     host_point("start", emit)
     tiles_192(emit)
