@@ -7,7 +7,7 @@
 - `do_bench_us`: `triton.testing.do_bench`'s median, eager, L2 flushed: the larger of a call's GPU
   time and its host time past the flush's (about 70 us on an H200);
 - `host_us`: the host's time to queue one call, the best of a few passes (one pass read twice the
-  time of another on the same launcher, visit 92).
+  time of another on the same launcher, visit 92; bench/launch_overhead.py keeps its one pass).
 
 Used by the probes in bench/probes/. The callable must be capturable (no host sync, no allocation
 that changes between calls beyond PyTorch's caching allocator).
@@ -85,7 +85,9 @@ def do_bench_us(fn: Callable[[], object], rep_ms: int = 60) -> float:
 
 
 def host_us(fn: Callable[[], object], calls: int = 100, passes: int = 3) -> float:
-    """The host's time to queue one call: the best pass of `calls` calls, synchronised around each."""
+    """The host's time to queue one call: after one call (which may compile or plan), the best pass of
+    `calls` calls, synchronised around each."""
+    fn()
     best = float("inf")
     for _ in range(passes):
         torch.cuda.synchronize()

@@ -22,7 +22,6 @@ import argparse
 import csv
 import os
 import sys
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -30,18 +29,8 @@ if __package__ in (None, ""):
 
 import torch
 
+from bench.gpu_methods import host_us
 from kernels import MatmulConfig
-
-
-def host_us(fn, calls: int) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -116,13 +105,13 @@ def measure(shape: str, calls: int) -> list[tuple[str, str, float, bool | str]]:
         ("CompiledKernel[grid](*args) (direct)", lambda: direct(*ordered)),
         ("torch.matmul (cuBLAS)", lambda: torch.matmul(a, b)),
     ]  # fmt: skip
-    results = [(shape, name, host_us(fn, calls), "") for name, fn in rows]
+    results = [(shape, name, host_us(fn, calls, passes=1), "") for name, fn in rows]
     a2, b2 = torch.randn_like(a), torch.randn_like(b)
     ref = reference_matmul(a2, b2)
     for name, variant_cfg in VARIANTS.items():
         launcher = get_variant(name).launch
         try:
-            us = host_us(lambda la=launcher, vc=variant_cfg: la(a, b, vc), calls)
+            us = host_us(lambda la=launcher, vc=variant_cfg: la(a, b, vc), calls, passes=1)
         except TmaUnsupported as exc:
             print(f"skip {name} at {shape}: {exc}")
             continue

@@ -158,9 +158,10 @@ class Row:
 
 
 def bench(fn, rep_ms: int = 100) -> float:
-    import triton
+    """ms: do_bench's median, L2 flushed between runs (bench/gpu_methods.py)."""
+    from bench.gpu_methods import do_bench_us
 
-    return triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")  # flushes L2 between runs
+    return do_bench_us(fn, rep_ms) / 1000
 
 
 def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:

@@ -45,9 +45,14 @@ def splitk_det(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Ten
     m, n, _ = check_operands(a, b, cfg)
     workspace = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
     launch_split(a, b, workspace, cfg, atomic=False)
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    return reduce_splits(workspace, torch.empty((m, n), device=a.device, dtype=a.dtype))
+
+
+def reduce_splits(workspace: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """c = the (SPLIT_K, M, N) fp32 workspace summed over its splits in order, in c's dtype."""
+    split_k, m, n = workspace.shape
     _REDUCE.launch(
-        (a.device, c.dtype, m * n, cfg.split_k), (cdiv(m * n, REDUCE_BLOCK),), (workspace, c, m * n),
-        {"SPLIT_K": cfg.split_k, "BLOCK": REDUCE_BLOCK}, num_warps=4,
+        (c.device, c.dtype, m * n, split_k), (cdiv(m * n, REDUCE_BLOCK),), (workspace, c, m * n),
+        {"SPLIT_K": split_k, "BLOCK": REDUCE_BLOCK}, num_warps=4,
     )  # fmt: skip
     return c

@@ -35,7 +35,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from bench.probes import Rows
 from kernels.config import MatmulConfig
 from kernels.schedule import cdiv, multiprocessor_count, split_range_jit, splitk_tile_jit
-from kernels.splitk_det import REDUCE_BLOCK, _reduce_splits_kernel
+from kernels.splitk_det import reduce_splits
 
 SHAPES = ((512, 512, 32768), (256, 256, 65536), (640, 640, 24576), (1024, 1024, 16384), (768, 768, 12288))
 TILES = {(128, 128): (4, 8), (128, 64): (4,), (64, 128): (4,)}  # tile: warps
@@ -73,9 +73,7 @@ def split_then_reduce(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> to
         a_desc, b_desc, ws, m, n, k, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         SPLIT_K=cfg.split_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    _reduce_splits_kernel[(cdiv(m * n, REDUCE_BLOCK),)](ws, c, m * n, SPLIT_K=cfg.split_k, BLOCK=REDUCE_BLOCK)
-    return c
+    return reduce_splits(ws, torch.empty((m, n), device=a.device, dtype=a.dtype))
 
 
 def main(argv: list[str] | None = None) -> None:
