@@ -86,10 +86,10 @@ SKINNY = [(64, 64, 128, 4, 4), (128, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
 # K of a few dozen (495x5333x71): BLOCK_K 32, the K loop's three masked steps; `grouped` 128x64x32 ran
 # 12.5 us in CUDA graphs against 20.6 for 128x128x64 and cuBLAS's 10.3 (H200, visit 88).
 SMALL_K = [(128, 64, 32, 4, 3), (128, 128, 32, 8, 3)]
-# Skinny-K through `splitk_tma`, each split from `wave_splits`: the best of 26-30 configs a shape (H200,
-# CUDA graphs, visit 88) was one of these at 512x512x32768, 256x256x65536, 640x640x24576 and
-# 1024x1024x16384.
-SPLITK_TMA = [(128, 128, 64, 4, 5), (128, 128, 64, 8, 4), (128, 64, 64, 4, 5), (64, 128, 128, 4, 3)]
+# Skinny-K through `splitk_tma` and `splitk_tma_reduce`, each split from `wave_splits`: the best of 57-73
+# configs a shape (H200, L2 flushed in CUDA graphs, bench/probes/splitk_reduce.py, visit 97) was one of
+# these at the five skinny-K shapes: 6 stages, 2-8 us ahead of visit 88's best of 4-5.
+SPLITK_TMA = [(128, 128, 64, 4, 6), (128, 128, 64, 8, 6), (128, 128, 64, 8, 4), (128, 64, 64, 4, 6)]
 QUICK_PROGRAMS = 132  # the H200's SMs; the tuning passes its device's count
 
 
@@ -127,6 +127,7 @@ QUICK = {
     "splitk": lambda m, n, k: (SKINNY, 1, (4, 8, 16, 32)) if is_skinny(m, n) else ([], 1, (1,)),
     "streamk": lambda m, n, k: (SKINNY[:2], 8, (1,)) if is_skinny(m, n) else ([], 1, (1,)),
     "splitk_tma": lambda m, n, k: (SPLITK_TMA, 1, None) if is_skinny_k(m, n, k) else ([], 1, (1,)),
+    "splitk_tma_reduce": lambda m, n, k: (SPLITK_TMA, 1, None) if is_skinny_k(m, n, k) else ([], 1, (1,)),
 }
 # `splitk_tma` on the skinny-K class only, not at decode (16-row blocks for M = 16): there its GPU
 # time tied cuBLAS's (CUDA graphs: 8.5 against 8.9 us at 16x4096x4096, 30.2 against 32.0 at

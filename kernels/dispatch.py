@@ -11,7 +11,8 @@ and k), preferring shapes whose rows are aligned as the problem's are (16-byte r
 same bucket (`shape_bucket`: a decode-sized M, a skinny output with long K, or the rest), and at
 that shape the fastest entry whose config is legal for the actual problem (the variant's own
 pruning rules: an unaligned N rules out TMA, a short K rules out a split), its GROUP_SIZE_M cut to
-the problem's tile rows. Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file
+the problem's tile rows and its split of K to the programs the tuned shape launched
+(`wave_matched_split`). Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file
 does not know, or no file at all, runs torch.matmul after a one-time warning.
 """
 
@@ -29,6 +30,7 @@ import torch
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
 from kernels.persistent_tma import TmaUnsupported
 from kernels.registry import UnknownVariantError, get_variant
+from kernels.sizes import cdiv
 from kernels.space import Problem, dtype_name, effective_group_m, unaligned_rows
 from kernels.tuned import TunedConfigs, TunedEntry
 
@@ -52,6 +54,20 @@ def shape_bucket(m: int, n: int, k: int) -> str:
 
 def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     return sum(abs(math.log(x / y)) for x, y in zip(a, b))
+
+
+def wave_matched_split(cfg: MatmulConfig, tuned: tuple[int, int, int], p: Problem) -> MatmulConfig:
+    """A split of K tuned at another shape, made to launch no more programs than it did there: a split
+    is there to fill the SMs with programs, and their count is tiles x split. At the tuned shape
+    itself the config is unchanged.
+
+    Why: 1024x1024x16384's split 2 of 64 tiles (128x128) is 128 programs, one wave of the H200's 132
+    SMs; served as it is to the held-out 768x768x12288 (36 tiles), it launched 72 and ran 0.84 of
+    cuBLAS, where split 3 (108 programs) ties it (H200, visits 97-98, docs/perf-notes.md)."""
+    if cfg.split_k == 1:
+        return cfg
+    programs = cfg.split_k * cdiv(tuned[0], cfg.block_m) * cdiv(tuned[1], cfg.block_n)
+    return cfg.replace(split_k=max(1, programs // (cdiv(p.m, cfg.block_m) * cdiv(p.n, cfg.block_n))))
 
 
 @dataclass(frozen=True)
@@ -123,7 +139,7 @@ class Dispatcher:
                 except UnknownVariantError:  # a plugin's variant, not loaded in this program
                     continue
                 # A group taller than the problem's tile rows walks them as group_m = rows does.
-                config = effective_group_m(entry.config, problem)
+                config = wave_matched_split(effective_group_m(entry.config, problem), shape, problem)
                 if variant.space.prune(config, problem) is None:
                     return Choice(entry.variant, config, shape)
         return Choice(LIBRARY, LIBRARY_CONFIG, None)

@@ -52,6 +52,7 @@ BUILTINS: dict[str, Builtin] = {
     "persistent_tma_pad": Builtin("kernels.persistent_tma", "persistent_tma_pad"),
     "persistent_tma_bands": Builtin("kernels.persistent_bands", "persistent_tma_bands"),
     "splitk_tma": Builtin("kernels.splitk_tma", "splitk_tma"),
+    "splitk_tma_reduce": Builtin("kernels.splitk_tma", "splitk_tma"),
     "cublas": Builtin("kernels.cublas", "library", baseline=True),
 }
 

@@ -30,9 +30,19 @@ directly (`DirectCalls`). On skinny-K, with the split that fills one wave of pro
 tiles split 8, 50.3 against 49.9 at 1024x1024x16384 split 2; visit 86 had tried splits 4-16 only).
 Layout constraints are persistent_tma's (`check_tma`, the rule `tma_strides_aligned`). `launch_into`
 writes into a C it is given (a view): `persistent_tma_bands` runs its thin tail bands through it.
+
+`splitk_tma_reduce` is the same kernel compiled with SUM_APART: each program stores its partial
+into its split's M x N slice of an fp32 workspace and exits, and `splitk_det`'s fixed-order reduce
+kernel sums the slices over all SMs, as cuBLAS's skinny-K kernels do (`splitKreduce`). The last
+program of a tile summing SPLIT_K partials alone costs where few tiles take long splits: at
+256x256x65536 (4 tiles of 128x128, split 16) 41.6 us against 34.1 summed apart, cuBLAS 29.0; at
+512x512x32768 42.6 against 40.4 (33.3); where splits are short they tie (768x768x12288 split 3: 30.7
+and 29.9; CUDA graphs, L2 flushed, 6 stages; bench/probes/splitk_reduce.py, visit 97).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -45,13 +55,14 @@ from kernels.operands import check_operands
 from kernels.persistent_tma import TmaPlan, checked_plan
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
+from kernels.splitk_det import reduce_splits
 
 
 @triton.jit
 def _splitk_tma_kernel(
     a_desc, b_desc, c_desc, ws_ptr, counts_ptr, M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr, A_TRANSPOSED: tl.constexpr, B_TRANSPOSED: tl.constexpr,
+    SPLIT_K: tl.constexpr, SUM_APART: tl.constexpr, A_TRANSPOSED: tl.constexpr, B_TRANSPOSED: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
@@ -69,6 +80,10 @@ def _splitk_tma_kernel(
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
     if SPLIT_K == 1:
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    elif SUM_APART:  # into split pid_k's M x N slice of the workspace; `reduce_splits` sums them after
+        rows = off_m + tl.arange(0, BLOCK_M)[:, None]
+        cols = off_n + tl.arange(0, BLOCK_N)[None, :]
+        tl.store(ws_ptr + pid_k.to(tl.int64) * M * N + rows * N + cols, acc, mask=(rows < M) & (cols < N))
     else:
         slot = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         tile_size = BLOCK_M * BLOCK_N
@@ -101,13 +116,14 @@ def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
 # (`TmaPlan`, keyed by `tma_key` as persistent_tma's); the workspace and counters come from PyTorch's
 # allocator (aligned starts).
 _CALLS = DirectCalls(_splitk_tma_kernel)
+_APART_CALLS = DirectCalls(_splitk_tma_kernel)  # the same keys, compiled with SUM_APART
 
 
-def _plan(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> TmaPlan:
+def _plan(a, b, c: torch.Tensor, cfg: MatmulConfig, apart: bool = False) -> TmaPlan:
     m, n = c.shape
     grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k,)
     c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [cfg.block_m, cfg.block_n])
-    return TmaPlan.make(a, b, c, c_desc, cfg, grid, SPLIT_K=cfg.split_k)
+    return TmaPlan.make(a, b, c, c_desc, cfg, grid, SPLIT_K=cfg.split_k, SUM_APART=apart)
 
 
 @register_variant("splitk_tma", config_space="splitk_tma")
@@ -115,6 +131,24 @@ def splitk_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Ten
     """Split-K through TMA (Hopper); partials in their own slots, the last program sums them in order."""
     m, n, _ = check_operands(a, b, cfg)
     return launch_into(a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
+
+
+@register_variant("splitk_tma_reduce", config_space="splitk_tma")
+def splitk_tma_reduce(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """Split-K through TMA (Hopper); each split's partial into a workspace slice, summed in order by a
+    second kernel over all SMs (`splitk_det`'s `reduce_splits`)."""
+    m, n, k = check_operands(a, b, cfg)
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    if cfg.split_k == 1:  # nothing to sum: splitk_tma's plain kernel
+        return launch_into(a, b, c, cfg)
+    key, plan = checked_plan(_APART_CALLS, a, b, c, cfg, functools.partial(_plan, apart=True))
+    ws = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
+    # no counters: ws stands in for their pointer
+    _APART_CALLS.launch(
+        key, plan.grid, (*plan.descriptors(a, b, c), ws, ws, m, n, k), plan.constexprs,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+    return reduce_splits(ws, c)
 
 
 def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:

@@ -130,6 +130,17 @@ def test_a_group_taller_than_the_problem_is_cut_to_its_tile_rows(device, tmp_pat
     assert check_accuracy(c, reference_matmul(a, b), a.dtype, 64).ok
 
 
+def test_a_split_tuned_elsewhere_launches_no_more_programs_than_it_did_there(best):
+    """The skinny-K entry: 128x128 in 16x16 tiles split 4 is 256 programs. 80x80's 25 tiles take a
+    split of 10, more tiles a smaller split, down to none; the tuned shape keeps its own."""
+    dispatch = Dispatcher.load(best)
+    assert dispatch.choose(128, 128, 4096, torch.float16, GPU).config == SPLIT  # control
+    for (m, n), split in [((80, 80), 10), ((96, 96), 7), ((192, 128), 2), ((256, 256), 1)]:
+        choice = dispatch.choose(m, n, 4096, torch.float16, GPU)
+        assert (choice.variant, choice.tuned_shape) == ("splitk", (128, 128, 4096)), (m, n)
+        assert choice.config == SPLIT.replace(split_k=split), (m, n)
+
+
 def test_unknown_gpu_warns_once_and_uses_torch(best):
     dispatch = Dispatcher.load(best, gpu_name="NVIDIA B200")
     a, b = torch.randn(8, 16), torch.randn(16, 8)
@@ -173,9 +184,10 @@ def test_the_library_bench_quick_tunes_a_problem_shorter_than_its_group():
 
 
 def test_the_library_bench_splits_k_through_tma_on_the_skinny_k_class_only():
-    """`splitk_tma` joins the quick tuning on skinny-K shapes, each tile's split filling one wave of
-    132 programs (and half that): 640x640 in 128x128 tiles is 25 tiles, split 5 (visit 88's best) and 2.
-    Not at decode (M = 16), where its host time decided the eager times (visit 83)."""
+    """`splitk_tma` and `splitk_tma_reduce` join the quick tuning on skinny-K shapes, each tile's split
+    filling one wave of 132 programs (and half that): 640x640 in 128x128 tiles is 25 tiles, split 5
+    (visit 88's best) and 2. Not at decode (M = 16), where its host time decided the eager times
+    (visit 83)."""
     from bench.vs_libraries import quick_configs, wave_splits
 
     assert wave_splits(25) == (2, 5) and wave_splits(64) == (1, 2) and wave_splits(200) == (1,)
@@ -185,8 +197,12 @@ def test_the_library_bench_splits_k_through_tma_on_the_skinny_k_class_only():
     # the tuning passes its device's SM count: half the SMs, half the split
     half = list(quick_configs("splitk_tma", 640, 640, 24576, torch.bfloat16, programs=66))
     assert {c.split_k for c in half if (c.block_m, c.block_n) == (128, 128)} == {1, 2}
-    for shape in [(16, 4096, 4096), (128, 4096, 14336), (4096, 4096, 4096)]:
-        assert list(quick_configs("splitk_tma", *shape, torch.bfloat16)) == []
+    # 6 stages of 128x128x64 (visit 97's best) are within the space's shared-memory rule, C staged too
+    assert {(c.block_m, c.num_warps) for c in configs if c.num_stages == 6} == {(128, 4), (128, 8)}
+    for variant in ("splitk_tma", "splitk_tma_reduce"):
+        assert list(quick_configs(variant, 640, 640, 24576, torch.float16)), variant
+        for shape in [(16, 4096, 4096), (128, 4096, 14336), (4096, 4096, 4096)]:
+            assert list(quick_configs(variant, *shape, torch.bfloat16)) == [], variant
 
 
 def test_the_library_bench_quick_tunes_a_short_k_in_short_k_steps():

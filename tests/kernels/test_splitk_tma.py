@@ -1,4 +1,5 @@
-"""splitk_tma: split-K through TMA, the last program of each tile summing the partials in order.
+"""splitk_tma: split-K through TMA, the last program of each tile summing the partials in order;
+splitk_tma_reduce: the same kernel's partials summed in order by a second kernel.
 
 Under the interpreter programs run one after another, so the last program of a tile is always its
 highest split; on a GPU any may be. Either way the sum is over the slots in the order 0..SPLIT_K-1.
@@ -17,6 +18,7 @@ DTYPES = [
     for dt in (torch.float16, torch.bfloat16, torch.float32)
 ]
 CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=1, num_warps=4, num_stages=2)
+VARIANTS = ["splitk_tma", "splitk_tma_reduce"]
 
 
 def _random(shape, dtype, device, seed):
@@ -24,8 +26,8 @@ def _random(shape, dtype, device, seed):
     return torch.randn(shape, generator=gen).to(dtype).to(device)
 
 
-def _launch(a, b, cfg):
-    c = get_variant("splitk_tma").launch(a, b, cfg)
+def _launch(a, b, cfg, variant="splitk_tma"):
+    c = get_variant(variant).launch(a, b, cfg)
     acc = check_accuracy(c, reference_matmul(a, b), a.dtype, a.shape[1])
     assert c.shape == (a.shape[0], b.shape[1]) and c.dtype == a.dtype
     assert acc.ok, f"rel_err {acc.rel_err:.3g} > tolerance {acc.tolerance:.3g}"
@@ -42,7 +44,17 @@ def test_splitk_tma_matches_fp64(device, m, n, k, dtype, split_k):
     _launch(a, b, CFG.replace(split_k=split_k))
 
 
-def test_splitk_tma_sums_every_split_of_every_tile(device):
+# Ragged M and N (37 x 40 in 16x32 tiles: the reduce's slices are M x N, not whole tiles) and a
+# split of 3 over 13 K tiles; bf16 and fp32 outputs.
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+@pytest.mark.parametrize("split_k", [1, 3])
+def test_splitk_tma_reduce_matches_fp64(device, dtype, split_k):
+    a, b = _random((37, 200), dtype, device, 1), _random((200, 40), dtype, device, 2)
+    _launch(a, b, CFG.replace(split_k=split_k), "splitk_tma_reduce")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_splitk_tma_sums_every_split_of_every_tile(device, variant):
     """Each split's K chunk holds a different constant block of A: a partial lost, doubled, or
     added to another tile moves whole columns of C by exact integers."""
     m, n, k, split = 32, 64, 64, 4  # 2 x 2 tiles of 16x32, four 16-wide chunks each
@@ -51,7 +63,7 @@ def test_splitk_tma_sums_every_split_of_every_tile(device):
         a[:, s * 16 : (s + 1) * 16] = 10.0**s  # chunk s adds 16 * 10^s * (column sums of its B rows)
     a[16:] *= 2  # the second tile row differs from the first
     b = torch.ones((k, n), dtype=torch.float32)
-    c = get_variant("splitk_tma").launch(a.to(device), b.to(device), CFG.replace(split_k=split))
+    c = get_variant(variant).launch(a.to(device), b.to(device), CFG.replace(split_k=split))
     expected = torch.full((m, n), 16.0 * 1111.0)
     expected[16:] *= 2
     assert torch.equal(c.cpu(), expected)
@@ -65,26 +77,30 @@ def test_splitk_tma_leaves_its_counters_zeroed_and_repeats_bit_for_bit(device):
     assert torch.equal(get_variant("splitk_tma").launch(a, b, cfg), first)
 
 
-def test_splitk_tma_handles_an_empty_last_split(device):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_splitk_tma_handles_an_empty_last_split(device, variant):
     """K = 40 in 16-wide tiles split 4: chunks of one tile start at 0, 16, 32 and 48 (past K). The
-    rules keep such configs out of sweeps; the kernel must still count the empty split."""
+    rules keep such configs out of sweeps; the kernel must still count the empty split (its slice
+    of the reduce's workspace written with zeros, not left as the allocator gave it)."""
     a, b = _random((16, 40), torch.float16, device, 5), _random((40, 32), torch.float16, device, 6)
-    _launch(a, b, CFG.replace(split_k=4))
+    _launch(a, b, CFG.replace(split_k=4), variant)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("layout", ["a-column-major", "b-column-major"])
-def test_splitk_tma_reads_either_orientation(device, layout):
+def test_splitk_tma_reads_either_orientation(device, layout, variant):
     if layout == "a-column-major":
         a, b = _random((48, 40), torch.bfloat16, device, 7).t(), _random((48, 56), torch.bfloat16, device, 8)
     else:
         a, b = _random((40, 48), torch.bfloat16, device, 7), _random((56, 48), torch.bfloat16, device, 8).t()
-    _launch(a, b, CFG.replace(split_k=2))
+    _launch(a, b, CFG.replace(split_k=2), variant)
 
 
-def test_splitk_tma_refuses_unaligned_rows(device):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_splitk_tma_refuses_unaligned_rows(device, variant):
     a, b = _random((16, 48), torch.bfloat16, device, 9), _random((48, 50), torch.bfloat16, device, 10)
     with pytest.raises(TmaUnsupported, match="leading stride of 50"):
-        get_variant("splitk_tma").launch(a, b, CFG.replace(split_k=2))
+        get_variant(variant).launch(a, b, CFG.replace(split_k=2))
 
 
 def test_splitk_tma_space_serves_decode_rows_that_no_other_space_does():
