@@ -141,6 +141,28 @@ def test_a_split_tuned_elsewhere_launches_no_more_programs_than_it_did_there(bes
         assert choice.config == SPLIT.replace(split_k=split), (m, n)
 
 
+@pytest.mark.parametrize(
+    ("triton_ms", "library_ms", "serves"),
+    [
+        (0.050, 0.051, "cublas"),
+        (0.048, 0.051, "grouped"),
+        (0.200, 0.201, "grouped"),
+        (0.060, None, "grouped"),
+    ],
+    ids=["short-tie", "short-5pct-ahead", "long-tie", "no-library-entry"],
+)
+def test_a_short_call_runs_triton_only_when_clearly_ahead_of_the_library(
+    tmp_path, triton_ms, library_ms, serves
+):
+    """Under 0.1 ms a launcher's host time can decide an eager call: a tie goes to the library."""
+    entries = [_entry((256, 256, 256), "grouped", triton_ms, SMALL)]
+    if library_ms is not None:
+        entries.append(_entry((256, 256, 256), "cublas", library_ms))
+    dispatch = Dispatcher.load(_write(tmp_path, entries))
+    assert dispatch.choose(256, 256, 256, torch.float16, GPU).variant == serves
+    assert dispatch.choose(200, 256, 256, torch.float16, GPU).variant == serves  # served elsewhere too
+
+
 def test_unknown_gpu_warns_once_and_uses_torch(best):
     dispatch = Dispatcher.load(best, gpu_name="NVIDIA B200")
     a, b = torch.randn(8, 16), torch.randn(16, 8)
