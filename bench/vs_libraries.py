@@ -88,7 +88,8 @@ SKINNY = [(64, 64, 128, 4, 4), (128, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
 SMALL_K = [(128, 64, 32, 4, 3), (128, 128, 32, 8, 3)]
 # Skinny-K through `splitk_tma` and `splitk_tma_reduce`, each split from `wave_splits`: the best of 57-73
 # configs a shape (H200, L2 flushed in CUDA graphs, bench/probes/splitk_reduce.py, visit 97) was one of
-# these at the five skinny-K shapes: 6 stages, 2-8 us ahead of visit 88's best of 4-5.
+# these at the five skinny-K shapes: 6 stages, up to 6.5 us ahead of 4 (`splitk_tma` at 1024x1024x16384:
+# 49.5 against 56.0); summed apart 4 stages did as well at 512x512x32768.
 SPLITK_TMA = [(128, 128, 64, 4, 6), (128, 128, 64, 8, 6), (128, 128, 64, 8, 4), (128, 64, 64, 4, 6)]
 QUICK_PROGRAMS = 132  # the H200's SMs; the tuning passes its device's count
 

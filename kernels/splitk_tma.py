@@ -119,7 +119,9 @@ _CALLS = DirectCalls(_splitk_tma_kernel)
 _APART_CALLS = DirectCalls(_splitk_tma_kernel)  # the same keys, compiled with SUM_APART
 
 
-def _plan(a, b, c: torch.Tensor, cfg: MatmulConfig, apart: bool = False) -> TmaPlan:
+def _plan(
+    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig, apart: bool = False
+) -> TmaPlan:
     m, n = c.shape
     grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k,)
     c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [cfg.block_m, cfg.block_n])
