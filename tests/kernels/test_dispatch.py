@@ -141,6 +141,19 @@ def test_a_split_tuned_elsewhere_launches_no_more_programs_than_it_did_there(bes
         assert choice.config == SPLIT.replace(split_k=split), (m, n)
 
 
+def test_a_rescaled_split_computes_the_product(device, tmp_path):
+    """The split the dispatcher derives (8 for 80x96's 30 tiles from 128x128's split 4 of 64) runs
+    through the split-K kernel and sums every K chunk once."""
+    dispatch = Dispatcher.load(
+        _write(tmp_path, [_entry((128, 128, 512), "splitk", 0.030, SPLIT)]), gpu_name=GPU
+    )
+    assert dispatch.choose(80, 96, 512, torch.float16, GPU).config == SPLIT.replace(split_k=8)
+    gen = torch.Generator().manual_seed(4)
+    a = torch.randn((80, 512), generator=gen).half().to(device)
+    b = torch.randn((512, 96), generator=gen).half().to(device)
+    assert check_accuracy(dispatch(a, b), reference_matmul(a, b), a.dtype, 512).ok
+
+
 @pytest.mark.parametrize(
     ("triton_ms", "library_ms", "serves"),
     [
