@@ -80,8 +80,8 @@ def test_splitk_tma_leaves_its_counters_zeroed_and_repeats_bit_for_bit(device):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_splitk_tma_handles_an_empty_last_split(device, variant):
     """K = 40 in 16-wide tiles split 4: chunks of one tile start at 0, 16, 32 and 48 (past K). The
-    rules keep such configs out of sweeps; the kernel must still count the empty split (its slice
-    of the reduce's workspace written with zeros, not left as the allocator gave it)."""
+    rules keep such configs out of sweeps; the kernel must still count the empty split (summed
+    apart, it writes zeros into its slice: the workspace comes uncleared from the allocator)."""
     a, b = _random((16, 40), torch.float16, device, 5), _random((40, 32), torch.float16, device, 6)
     _launch(a, b, CFG.replace(split_k=4), variant)
 
