@@ -17,3 +17,17 @@ class Rows:
         self.rows.append(row)
         with self.path.open("w", newline="") as f:
             csv.writer(f).writerows([self.header, *self.rows])
+
+    def best_lines(self, prefixes: tuple[str, ...]) -> list[str]:
+        """For each shape (the first column), the row of each op prefix (the second column) with the
+        least time (the third), under a header: a probe's summary, the fastest of each kind it compared."""
+        lines = [
+            f"{self.header[0]:25s} {self.header[1]:44s} " + " ".join(f"{h:>9s}" for h in self.header[2:])
+        ]
+        for shape in dict.fromkeys(r[0] for r in self.rows):
+            for prefix in prefixes:
+                mine = [r for r in self.rows if r[0] == shape and r[1].startswith(prefix)]
+                best = min(mine, key=lambda r: r[2], default=None)
+                if best:
+                    lines.append(f"{best[0]:25s} {best[1]:44s} " + " ".join(f"{v:9.1f}" for v in best[2:]))
+        return lines

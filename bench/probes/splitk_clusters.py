@@ -103,13 +103,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             out.add(shape, name, flush.graph_flushed_us(fn), do_bench_us(fn))
         print(shape, "done", flush=True)
-    print("shape             op                                           graph_flush do_bench")
-    for shape in dict.fromkeys(r[0] for r in out.rows):
-        for prefix in ("cublas", "single", "ctas2"):
-            mine = [r for r in out.rows if r[0] == shape and r[1].startswith(prefix)]
-            best = min(mine, key=lambda r: r[2], default=None)
-            if best:
-                print(f"{best[0]:17s} {best[1]:44s} {best[2]:9.1f} {best[3]:8.1f}")
+    print("\n".join(out.best_lines(("cublas", "single", "ctas2"))))
 
 
 if __name__ == "__main__":

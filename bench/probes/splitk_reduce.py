@@ -61,7 +61,6 @@ def main(argv: list[str] | None = None) -> None:
     launchers["splitk_tma"] = get_variant("splitk_tma").launch
 
     out = Rows(args.out, ("shape", "op", "graph_flush_us", "do_bench_us"))
-    rows = out.rows
 
     def emit(shape, op, fn):
         out.add(shape, op, flush.graph_flushed_us(fn), do_bench_us(fn))
@@ -91,13 +90,7 @@ def main(argv: list[str] | None = None) -> None:
                                 sys.exit(f"WRONG {shape} {name} {cfg.key}")
                             emit(shape, f"{name} {cfg.key}", lambda a=a, b=b, cfg=cfg, f=launch: f(a, b, cfg))
         print(shape, "done", flush=True)
-    print("shape                     op                                         graph_flush do_bench")
-    for shape in dict.fromkeys(r[0] for r in rows):
-        mine = [r for r in rows if r[0] == shape]
-        for prefix in ("cublas", "reduce", "splitk_tma"):
-            best = min((r for r in mine if r[1].startswith(prefix)), key=lambda r: r[2], default=None)
-            if best:
-                print(f"{best[0]:25s} {best[1]:42s} {best[2]:9.1f} {best[3]:8.1f}")
+    print("\n".join(out.best_lines(("cublas", "reduce", "splitk_tma"))))
 
 
 if __name__ == "__main__":

@@ -17,3 +17,23 @@ def test_every_row_is_on_disk_as_soon_as_it_is_added(tmp_path):
     rows = list(csv.reader((tmp_path / "probe.csv").open()))
     assert rows[1:] == [["3072x3072x3072", "cublas", "74.1"], ["3072x3072x3072", "bands", "89.2"]]
     assert out.rows == [("3072x3072x3072", "cublas", 74.1), ("3072x3072x3072", "bands", 89.2)]
+
+
+def test_the_summary_takes_the_fastest_row_of_each_kind_per_shape(tmp_path):
+    out = Rows(str(tmp_path / "probe.csv"), ("shape", "op", "graph_us", "do_bench_us"))
+    for row in [
+        ("512x512x32768", "cublas", 33.3, 36.5),
+        ("512x512x32768", "reduce sk8", 40.4, 45.8),
+        ("512x512x32768", "reduce sk16", 40.0, 60.4),  # the fastest in graphs, whatever do_bench read
+        ("256x256x65536", "reduce sk16", 34.1, 65.6),
+        ("256x256x65536", "splitk_tma sk16", 41.6, 44.4),
+    ]:
+        out.add(*row)
+    lines = out.best_lines(("cublas", "reduce", "splitk_tma"))
+    assert [line.split() for line in lines] == [
+        ["shape", "op", "graph_us", "do_bench_us"],
+        ["512x512x32768", "cublas", "33.3", "36.5"],
+        ["512x512x32768", "reduce", "sk16", "40.0", "60.4"],
+        ["256x256x65536", "reduce", "sk16", "34.1", "65.6"],
+        ["256x256x65536", "splitk_tma", "sk16", "41.6", "44.4"],
+    ]
