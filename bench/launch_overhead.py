@@ -67,6 +67,7 @@ VARIANTS = {
     "persistent_tma_bands": MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3),
     "splitk_tma": MatmulConfig(128, 128, 64, split_k=8, num_warps=4, num_stages=4),
     "splitk_tma_reduce": MatmulConfig(128, 128, 64, split_k=8, num_warps=4, num_stages=4),
+    "splitk_tma_cluster": MatmulConfig(128, 256, 64, split_k=8, num_warps=8, num_stages=6),
 }
 
 

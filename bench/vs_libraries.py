@@ -91,6 +91,10 @@ SMALL_K = [(128, 64, 32, 4, 3), (128, 128, 32, 8, 3)]
 # these at the five skinny-K shapes: 6 stages, up to 6.5 us ahead of 4 (`splitk_tma` at 1024x1024x16384:
 # 49.5 against 56.0); summed apart 4 stages did as well at 512x512x32768.
 SPLITK_TMA = [(128, 128, 64, 4, 6), (128, 128, 64, 8, 6), (128, 128, 64, 8, 4), (128, 64, 64, 4, 6)]
+# `splitk_tma_cluster`'s best in 2-CTA clusters (CUDA graphs, L2 flushed; visit 101,
+# bench/probes/splitk_clusters.py): 128x256x64, 8 warps, 6 stages at 512x512x32768 (35.8 us);
+# 128x128x64, 4 warps, 6 stages at 256x256x65536 (32.5); 256x128x64 within 5% of either.
+SPLITK_CLUSTER = [(128, 256, 64, 8, 6), (128, 128, 64, 4, 6), (128, 128, 64, 8, 6), (256, 128, 64, 8, 6)]
 QUICK_PROGRAMS = 132  # the H200's SMs; the tuning passes its device's count
 
 
@@ -129,6 +133,9 @@ QUICK = {
     "streamk": lambda m, n, k: (SKINNY[:2], 8, (1,)) if is_skinny(m, n) else ([], 1, (1,)),
     "splitk_tma": lambda m, n, k: (SPLITK_TMA, 1, None) if is_skinny_k(m, n, k) else ([], 1, (1,)),
     "splitk_tma_reduce": lambda m, n, k: (SPLITK_TMA, 1, None) if is_skinny_k(m, n, k) else ([], 1, (1,)),
+    "splitk_tma_cluster": lambda m, n, k: (
+        (SPLITK_CLUSTER, 1, None) if is_skinny_k(m, n, k) else ([], 1, (1,))
+    ),
 }
 # `splitk_tma` on the skinny-K class only, not at decode (16-row blocks for M = 16): there its GPU
 # time tied cuBLAS's (CUDA graphs: 8.5 against 8.9 us at 16x4096x4096, 30.2 against 32.0 at
@@ -186,13 +193,15 @@ def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -
 def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype, programs: int = QUICK_PROGRAMS):
     from kernels import MatmulConfig, Problem, get_variant
     from kernels.sizes import cdiv
-    from kernels.space import effective_group_m
+    from kernels.space import CLUSTER_CTAS, effective_group_m
 
     tiles, group_m, splits = QUICK[variant](m, n, k)
     space = get_variant(variant).space
     problem = Problem(m, n, k, dtype)
+    # a program of `splitk_tma_cluster` takes CLUSTER_CTAS SMs: a wave holds that many times fewer
+    wave = programs // CLUSTER_CTAS if variant == "splitk_tma_cluster" else programs
     for bm, bn, bk, w, st in tiles:
-        for s in splits or wave_splits(cdiv(m, bm) * cdiv(n, bn), programs):
+        for s in splits or wave_splits(cdiv(m, bm) * cdiv(n, bn), wave):
             cfg = MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
             # as planning and the dispatcher do: group_m 8 over 333 rows (three tile rows) walks
             # them as group_m 3; the rules refuse the taller group (visit 36: no own Triton time)

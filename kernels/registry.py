@@ -53,6 +53,7 @@ BUILTINS: dict[str, Builtin] = {
     "persistent_tma_bands": Builtin("kernels.persistent_bands", "persistent_tma_bands"),
     "splitk_tma": Builtin("kernels.splitk_tma", "splitk_tma"),
     "splitk_tma_reduce": Builtin("kernels.splitk_tma", "splitk_tma"),
+    "splitk_tma_cluster": Builtin("kernels.splitk_tma", "splitk_tma_cluster"),
     "cublas": Builtin("kernels.cublas", "library", baseline=True),
 }
 

@@ -32,6 +32,8 @@ MIN_ACC_PER_THREAD_8_WARPS = 16
 # TMA (Hopper): strides and starts in 16-byte units, boxes at most 256 elements a side.
 TMA_ALIGN_BYTES = 16
 TMA_MAX_BOX = 256
+# CTAs in a cluster (`splitk_tma_cluster`: Triton's num_ctas): the two share each program's tile.
+CLUSTER_CTAS = 2
 
 
 @functools.cache
@@ -198,6 +200,19 @@ def fits_shared_memory_whole_c(cfg: MatmulConfig, p: Problem) -> str | None:
     return _shared_memory_error(cfg, p, cfg.block_m * cfg.block_n)
 
 
+def fits_shared_memory_cluster(cfg: MatmulConfig, p: Problem) -> str | None:
+    """Pipeline stages split between a cluster's CTAs; C leaves through pointers, staging nothing.
+    6 stages of 128x256x64 bf16 (294,912 B whole, 147,456 a CTA) ran in 2-CTA clusters (H200, visit 101)."""
+    need = (cfg.block_m + cfg.block_n) * cfg.block_k * cfg.num_stages * p.elem_bytes // CLUSTER_CTAS
+    return f"needs {need} B of shared memory a CTA > {p.smem_limit}" if need > p.smem_limit else None
+
+
+def cluster_splits_k(cfg: MatmulConfig, p: Problem) -> str | None:
+    """Clusters store C through pointers only when K is split: a whole tile stored through TMA from a
+    2-CTA cluster came out wrong (640x640x24576, all 8 configs at split 1; H200, visit 101)."""
+    return "split_k=1 in a cluster: its tile would go out through a TMA store" if cfg.split_k == 1 else None
+
+
 def precision_applies(cfg: MatmulConfig, p: Problem) -> str | None:
     if p.dtype != "float32" and cfg.input_precision != "ieee":
         return "input_precision applies to float32 inputs only"
@@ -322,6 +337,26 @@ SPACES: dict[str, ConfigSpace] = {
         (
             *(fits_shared_memory_whole_c if rule is fits_shared_memory_tma else rule for rule in TMA_RULES),
             split_chunks_fill,
+        ),
+    ),
+    # skinny K only: what 2-CTA clusters gained there (512x512x32768: 41.2 -> 35.8 us, cuBLAS 33.2;
+    # 256x256x65536: 34.9 -> 32.5, cuBLAS 29.0; H200, visit 101). Tiles of 128 and 256 a side, the
+    # ones measured in clusters.
+    "splitk_tma_cluster": ConfigSpace(
+        "splitk_tma_cluster",
+        {
+            "block_m": (128, 256),
+            "block_n": (128, 256),
+            "block_k": (64, 128),
+            "group_m": (1,),
+            "split_k": (2, 4, 8, 16, 32),
+            "num_warps": (4, 8),
+            "num_stages": (3, 4, 6),
+        },
+        (
+            *(fits_shared_memory_cluster if rule is fits_shared_memory_tma else rule for rule in TMA_RULES),
+            split_chunks_fill,
+            cluster_splits_k,
         ),
     ),
     "library": ConfigSpace("library", {}, (precision_applies,), base=LIBRARY_CONFIG),

@@ -38,6 +38,14 @@ program of a tile summing SPLIT_K partials alone costs where few tiles take long
 256x256x65536 (4 tiles of 128x128, split 16) 41.6 us against 34.1 summed apart, cuBLAS 29.0; at
 512x512x32768 42.6 against 40.4 (33.3); where splits are short they tie (768x768x12288 split 3: 30.7
 and 29.9; CUDA graphs, L2 flushed, 6 stages; bench/probes/splitk_reduce.py, visit 97).
+
+`splitk_tma_cluster` launches that SUM_APART kernel with each program a cluster of two CTAs
+(Triton's num_ctas=2), the two sharing the program's tile as cuBLAS's skinny-K kernels pair theirs
+(2x1 and 1x2 clusters, docs/bench/cublas_kernels-visit93.txt). Where few tiles take long splits it
+closed most of the gap: 512x512x32768 in 128x256 tiles split 8, 6 stages, 35.8 us against 41.2 for
+the best single-CTA config and cuBLAS's 33.2; 256x256x65536 32.5 against 34.9 (29.0); at
+640x640x24576 it lost (48.2 against 38.7; CUDA graphs, L2 flushed; bench/probes/splitk_clusters.py,
+visit 101). Only with K split: the plain kernel's whole-tile TMA store computed wrong in clusters.
 """
 
 from __future__ import annotations
@@ -49,12 +57,13 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.config import MatmulConfig
+from kernels.config import ConfigError, MatmulConfig
 from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.persistent_tma import TmaPlan, checked_plan
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
+from kernels.space import CLUSTER_CTAS
 from kernels.splitk_det import reduce_splits
 
 
@@ -117,6 +126,7 @@ def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
 # allocator (aligned starts).
 _CALLS = DirectCalls(_splitk_tma_kernel)
 _APART_CALLS = DirectCalls(_splitk_tma_kernel)  # the same keys, compiled with SUM_APART
+_CLUSTER_CALLS = DirectCalls(_splitk_tma_kernel)  # SUM_APART in clusters of CLUSTER_CTAS
 
 
 def _plan(
@@ -139,16 +149,35 @@ def splitk_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Ten
 def splitk_tma_reduce(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Split-K through TMA (Hopper); each split's partial into a workspace slice, summed in order by a
     second kernel over all SMs (`splitk_det`'s `reduce_splits`)."""
-    m, n, k = check_operands(a, b, cfg)
+    m, n, _ = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     if cfg.split_k == 1:  # nothing to sum: splitk_tma's plain kernel
         return launch_into(a, b, c, cfg)
-    key, plan = checked_plan(_APART_CALLS, a, b, c, cfg, functools.partial(_plan, apart=True))
+    return _summed_apart(_APART_CALLS, a, b, c, cfg)
+
+
+@register_variant("splitk_tma_cluster", config_space="splitk_tma_cluster")
+def splitk_tma_cluster(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """`splitk_tma_reduce` with each program a cluster of two CTAs sharing its tile (Hopper)."""
+    m, n, _ = check_operands(a, b, cfg)
+    if cfg.split_k == 1:
+        raise ConfigError(
+            "splitk_tma_cluster needs split_k >= 2: its whole-tile TMA store computed wrong in 2-CTA"
+            " clusters (H200, visit 101); split_k = 1 is splitk_tma's plain kernel"
+        )
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    return _summed_apart(_CLUSTER_CALLS, a, b, c, cfg, num_ctas=CLUSTER_CTAS)
+
+
+def _summed_apart(calls: DirectCalls, a, b, c, cfg: MatmulConfig, num_ctas: int = 1) -> torch.Tensor:
+    """The SUM_APART kernel's partials into an fp32 (SPLIT_K, M, N) workspace, then summed into c."""
+    (m, k), n = a.shape, b.shape[1]
+    key, plan = checked_plan(calls, a, b, c, cfg, functools.partial(_plan, apart=True))
     ws = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
     # no counters: ws stands in for their pointer
-    _APART_CALLS.launch(
+    calls.launch(
         key, plan.grid, (*plan.descriptors(a, b, c), ws, ws, m, n, k), plan.constexprs,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, num_ctas=num_ctas,
     )  # fmt: skip
     return reduce_splits(ws, c)
 

@@ -1,19 +1,17 @@
-"""Skinny-K split-K in 2-CTA clusters: `splitk_tma_reduce`'s kernel launched with Triton's num_ctas=2.
+"""Skinny-K split-K in 2-CTA clusters: `splitk_tma_cluster` over deeper pipelines, larger K steps and
+more shapes than its quick tuning, against the best single-CTA config and cuBLAS in the same process.
 
     python bench/probes/splitk_clusters.py --out $OUT/splitk_clusters.csv     # H200, about 4 minutes
 
-Why: at 512x512x32768 and 256x256x65536 `splitk_tma_reduce` runs 40.0 and 34.1 us (L2 flushed, in
-CUDA graphs) against cuBLAS's 33.3 and 29.0 (visit 97, docs/bench/splitk_reduce-visit97.csv), whose
-kernels there run in 2x1 and 1x2 clusters (`..._64x6_2x1_..._splitK`, docs/bench/cublas_kernels-visit93.txt):
-the two CTAs of a cluster share one operand's tile, loaded once from L2 for both. With num_ctas=2
-Triton launches each program as a cluster of two CTAs and splits the program's tile between them;
-whether it then loads the shared operand once (TMA multicast) is what this measures. Each shape runs
-cuBLAS, the visit-97 best single-CTA config (the baseline in this process), and clusters of two over
-tiles 256x128, 128x256 and 128x128 at BLOCK_K 64 (3, 4, 6 stages) and 128 (3 stages), the splits
-that fill one wave of clusters and half of one; each result checked against fp64, then timed with L2
-flushed in CUDA graphs and by do_bench (bench/gpu_methods.py). Run it last in a visit's call: a
-cluster layout Triton cannot lower may abort the process (LLVM errors are not Python exceptions);
-the rows measured before stay in the CSV.
+Why: visit 101's first run (docs/bench/splitk_clusters-visit101.csv) had clusters of two take
+512x512x32768 from 41.2 to 35.8 us and 256x256x65536 from 34.9 to 32.5 (cuBLAS 33.2 and 29.0), at
+the deepest pipeline it tried (6 stages of BLOCK_K 64); a cluster's CTA holds half the stages' tiles,
+so 8 stages and BLOCK_K 128 at 4 fit too. Each shape runs cuBLAS, its best single-CTA
+`splitk_tma_reduce` config (visits 97 and 101), and `splitk_tma_cluster` over tiles 256x128, 128x256
+and 128x128 at the steps below, with the splits that fill one wave of clusters, half of one, and
+two; each result checked against fp64, then timed with L2 flushed in CUDA graphs and by do_bench
+(bench/gpu_methods.py). Run it last in a visit's call: a layout Triton cannot lower may abort the
+process (LLVM errors are not Python exceptions); the rows measured before stay in the CSV.
 """
 
 from __future__ import annotations
@@ -33,44 +31,36 @@ from bench.probes import Rows
 from kernels.config import MatmulConfig
 from kernels.schedule import cdiv, multiprocessor_count
 
-# shape: visit 97's best `splitk_tma_reduce` config there (graph us: 40.4, 34.1, 38.9)
+# shape: its best single-CTA `splitk_tma_reduce` config (graph us: 41.2, 34.9, 38.7 in visit 101;
+# 49.2 and 29.9 in visit 97)
 BASELINES = {
     (512, 512, 32768): MatmulConfig(128, 128, 64, split_k=8, num_warps=8, num_stages=4),
     (256, 256, 65536): MatmulConfig(128, 128, 64, split_k=16, num_warps=8, num_stages=6),
     (640, 640, 24576): MatmulConfig(128, 128, 64, split_k=5, num_warps=4, num_stages=6),
+    (1024, 1024, 16384): MatmulConfig(128, 128, 64, split_k=2, num_warps=8, num_stages=6),
+    (768, 768, 12288): MatmulConfig(128, 128, 64, split_k=3, num_warps=8, num_stages=6),
 }
 TILES = {(256, 128): (8,), (128, 256): (8,), (128, 128): (4, 8)}  # tile: warps (a cluster's tile)
-STEPS = ((64, 3), (64, 4), (64, 6), (128, 3))  # (BLOCK_K, stages)
+STEPS = ((64, 4), (64, 6), (64, 8), (128, 3), (128, 4))  # (BLOCK_K, stages)
 
 
-def reduce_in_clusters(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, ctas: int) -> torch.Tensor:
-    """`splitk_tma_reduce` with each program a cluster of `ctas` CTAs (Triton's JIT path: a probe's
-    host time does not matter in graphs)."""
-    from kernels.splitk_det import reduce_splits
-    from kernels.splitk_tma import _plan, _splitk_tma_kernel
-
-    (m, k), n = a.shape, b.shape[1]
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    plan = _plan(a, b, c, cfg, apart=True)
-    ws = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
-    _splitk_tma_kernel[plan.grid](
-        *plan.descriptors(a, b, c), ws, ws, m, n, k, **plan.constexprs,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, num_ctas=ctas,
-    )  # fmt: skip
-    return reduce_splits(ws, c)
+def cluster_splits(tiles: int, clusters: int) -> list[int]:
+    """Splits filling one wave of `clusters` with `tiles` output tiles, half a wave, and two (at least 2)."""
+    fill = max(2, clusters // tiles)
+    return sorted({max(2, fill // 2), fill, 2 * fill})
 
 
 def main(argv: list[str] | None = None) -> None:
     from bench.gpu_methods import Flush, do_bench_us
-    from bench.vs_libraries import wave_splits
-    from kernels import check_accuracy, get_variant, reference_matmul
+    from kernels import Problem, check_accuracy, get_variant, reference_matmul
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "splitk_clusters.csv"))
     parser.add_argument("--budget-s", type=float, default=240, help="shared by the shapes equally")
     args = parser.parse_args(argv)
-    flush, programs = Flush(), multiprocessor_count(torch.device("cuda"))
-    single = get_variant("splitk_tma_reduce").launch
+    flush, clusters = Flush(), multiprocessor_count(torch.device("cuda")) // 2
+    single, clustered = get_variant("splitk_tma_reduce").launch, get_variant("splitk_tma_cluster").launch
+    space = get_variant("splitk_tma_cluster").space
     out = Rows(args.out, ("shape", "op", "graph_flush_us", "do_bench_us"))
 
     for (m, n, k), baseline in BASELINES.items():
@@ -83,13 +73,12 @@ def main(argv: list[str] | None = None) -> None:
             (f"single {baseline.key}", lambda a=a, b=b, cfg=baseline: single(a, b, cfg)),
         ]
         for (bm, bn), warp_counts in TILES.items():
-            for split in wave_splits(cdiv(m, bm) * cdiv(n, bn), programs // 2):
+            for split in cluster_splits(cdiv(m, bm) * cdiv(n, bn), clusters):
                 for warps in warp_counts:
                     for bk, stages in STEPS:
                         cfg = MatmulConfig(bm, bn, bk, split_k=split, num_warps=warps, num_stages=stages)
-                        ops.append(
-                            (f"ctas2 {cfg.key}", lambda a=a, b=b, c=cfg: reduce_in_clusters(a, b, c, 2))
-                        )
+                        if space.prune(cfg, Problem(m, n, k, "bfloat16")) is None:
+                            ops.append((f"ctas2 {cfg.key}", lambda a=a, b=b, c=cfg: clustered(a, b, c)))
         for name, fn in ops:
             if time.time() > stop_at:
                 break

@@ -240,6 +240,21 @@ def test_the_library_bench_splits_k_through_tma_on_the_skinny_k_class_only():
             assert list(quick_configs(variant, *shape, torch.bfloat16)) == [], variant
 
 
+def test_the_library_bench_fills_a_wave_of_clusters_on_skinny_k():
+    """A `splitk_tma_cluster` program is two CTAs: its splits fill one wave of 66 clusters on 132 SMs
+    (512x512 in 128x256 tiles: 8 tiles, split 8 as visit 101's best, and 4), never split 1."""
+    from bench.vs_libraries import quick_configs
+
+    configs = list(quick_configs("splitk_tma_cluster", 512, 512, 32768, torch.bfloat16))
+    assert {c.split_k for c in configs if (c.block_m, c.block_n) == (128, 256)} == {4, 8}
+    assert {c.split_k for c in configs if (c.block_m, c.block_n) == (128, 128)} == {2, 4}
+    assert all(2 * c.split_k * cdiv(512, c.block_m) * cdiv(512, c.block_n) <= 132 for c in configs)
+    # 640x640 in 128x128 tiles: 25 tiles, 66 clusters fill split 2; its half, split 1, is not a cluster's
+    at_640 = quick_configs("splitk_tma_cluster", 640, 640, 24576, torch.bfloat16)
+    assert {c.split_k for c in at_640 if (c.block_m, c.block_n) == (128, 128)} == {2}
+    assert list(quick_configs("splitk_tma_cluster", 4096, 4096, 4096, torch.bfloat16)) == []
+
+
 def test_the_library_bench_quick_tunes_a_short_k_in_short_k_steps():
     """K = 71: `grouped` tries BLOCK_K 32 (three masked steps), not the large tiles' 64."""
     from bench.vs_libraries import quick_configs

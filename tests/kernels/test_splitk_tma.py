@@ -1,5 +1,7 @@
 """splitk_tma: split-K through TMA, the last program of each tile summing the partials in order;
-splitk_tma_reduce: the same kernel's partials summed in order by a second kernel.
+splitk_tma_reduce: the same kernel's partials summed in order by a second kernel; splitk_tma_cluster:
+that, each program a cluster of two CTAs (one program under the interpreter, which ignores num_ctas:
+the clusters themselves are checked on the H200, docs/perf-notes.md visit 101).
 
 Under the interpreter programs run one after another, so the last program of a tile is always its
 highest split; on a GPU any may be. Either way the sum is over the slots in the order 0..SPLIT_K-1.
@@ -9,6 +11,7 @@ import pytest
 import torch
 
 from kernels import MatmulConfig, check_accuracy, get_variant, reference_matmul
+from kernels.config import ConfigError
 from kernels.persistent_tma import TmaUnsupported
 from kernels.space import SPACES, Problem
 from kernels.splitk_tma import _COUNTERS
@@ -18,7 +21,7 @@ DTYPES = [
     for dt in (torch.float16, torch.bfloat16, torch.float32)
 ]
 CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=1, num_warps=4, num_stages=2)
-VARIANTS = ["splitk_tma", "splitk_tma_reduce"]
+VARIANTS = ["splitk_tma", "splitk_tma_reduce", "splitk_tma_cluster"]
 
 
 def _random(shape, dtype, device, seed):
@@ -47,10 +50,27 @@ def test_splitk_tma_matches_fp64(device, m, n, k, dtype, split_k):
 # Ragged M and N (37 x 40 in 16x32 tiles: the reduce's slices are M x N, not whole tiles) and a
 # split of 3 over 13 K tiles; bf16 and fp32 outputs.
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
-@pytest.mark.parametrize("split_k", [1, 3])
-def test_splitk_tma_reduce_matches_fp64(device, dtype, split_k):
+@pytest.mark.parametrize(
+    ("variant", "split_k"), [("splitk_tma_reduce", 1), ("splitk_tma_reduce", 3), ("splitk_tma_cluster", 3)]
+)
+def test_splitk_tma_reduce_matches_fp64(device, dtype, variant, split_k):
     a, b = _random((37, 200), dtype, device, 1), _random((200, 40), dtype, device, 2)
-    _launch(a, b, CFG.replace(split_k=split_k), "splitk_tma_reduce")
+    _launch(a, b, CFG.replace(split_k=split_k), variant)
+
+
+def test_splitk_tma_cluster_refuses_an_unsplit_k_and_halves_its_stages_per_cta():
+    """Split 1 would store a whole tile through TMA from a cluster, which computed wrong (visit 101): the
+    launcher refuses it and the space holds none. 6 stages of 128x256x64 bf16 (294,912 B) fit two CTAs,
+    not one."""
+    a, b = torch.ones((16, 32)), torch.ones((32, 32))
+    with pytest.raises(ConfigError, match="split_k >= 2"):
+        get_variant("splitk_tma_cluster").launch(a, b, CFG)
+    problem = Problem(512, 512, 32768, "bfloat16")
+    kept = SPACES["splitk_tma_cluster"].configs(problem)
+    assert kept and min(c.split_k for c in kept) == 2
+    deep = MatmulConfig(128, 256, 64, split_k=8, num_warps=8, num_stages=6)
+    assert deep in kept
+    assert "shared memory" in SPACES["splitk_tma"].prune(deep, problem)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
