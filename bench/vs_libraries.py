@@ -12,7 +12,8 @@
     python bench/vs_libraries.py merge docs/bench/h200.csv $OUT/*.csv --out docs/bench/h200.csv
     python bench/vs_libraries.py verdicts docs/bench/h200.csv   # the verdicts alone, nothing written
 
-Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config.
+Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config, then
+each of the four times again as GPU time alone (ours_graph_ms, ...: CUDA graphs, L2 flushed).
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned
 there, held-out shapes too); ours_ms is what `kernels.matmul` runs from the best-configs files of
 `--best` (the farm's export, or `--save-best` of earlier pieces) and the quick tuning of this run's
@@ -20,7 +21,10 @@ tuned suites together. Every time is `triton.testing.do_bench`'s median with L2 
 launches. Per shape Inductor compiles first (its compile leaves Python launchers slower on the
 host), then the quick tuning runs; ours, cuBLAS, Inductor and the tuning's fastest own config are
 timed last, in rotated rounds (`--rounds`, `interleaved_medians`), the median of the rounds kept
-for each.
+for each. The same rounds time each call captured in CUDA graphs with the same flush
+(`bench.gpu_methods.Flush`): GPU time with no host time, the check on the eager time, which reads a
+Python launcher's host time where it outlasts the flush. `verdicts` reports the issue's numbers on
+both, the second over the rows that have GPU times.
 """
 
 from __future__ import annotations
@@ -151,6 +155,9 @@ QUICK = {
 # 69.2 in the rounds). The farm times it by kernel time.
 
 
+CONTENDERS = ("ours", "triton", "cublas", "inductor")  # a row's times, in its columns' order
+
+
 @dataclass
 class Row:
     m: int
@@ -164,6 +171,19 @@ class Row:
     inductor_ms: float
     ours_variant: str
     ours_config: str
+    # The same calls' GPU time alone: captured in CUDA graphs, L2 flushed as do_bench flushes it
+    # (`bench.gpu_methods.Flush`). An eager time above its graph time is host time showing: a Python
+    # launcher's 40-110 us against the flush's ~70 (visits 99-101). NaN in rows measured before them.
+    ours_graph_ms: float = math.nan
+    triton_graph_ms: float = math.nan
+    cublas_graph_ms: float = math.nan
+    inductor_graph_ms: float = math.nan
+
+    def times(self, graph: bool) -> tuple[float, float, float, float]:
+        """(ours, own Triton, cuBLAS, Inductor) ms: eager (do_bench) or GPU time alone (graphs)."""
+        if graph:
+            return self.ours_graph_ms, self.triton_graph_ms, self.cublas_graph_ms, self.inductor_graph_ms
+        return self.ours_ms, self.triton_ms, self.cublas_ms, self.inductor_ms
 
 
 def bench(fn, rep_ms: int = 100) -> float:
@@ -171,6 +191,20 @@ def bench(fn, rep_ms: int = 100) -> float:
     from bench.gpu_methods import do_bench_us
 
     return do_bench_us(fn, rep_ms) / 1000
+
+
+def graph_ms(fn, device: torch.device) -> float:
+    """ms: fn's GPU time in CUDA graphs with L2 flushed; NaN off CUDA, or (said) where fn cannot be
+    captured."""
+    if device.type != "cuda":
+        return math.nan
+    from bench.gpu_methods import Flush
+
+    try:
+        return Flush(device).graph_flushed_us(fn) / 1000
+    except Exception as exc:  # a callable that syncs or allocates outside the caching allocator
+        print(f"  no graph time: {str(exc)[:120]}", flush=True)
+        return math.nan
 
 
 def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
@@ -320,11 +354,15 @@ def run(args) -> list[Row]:
                 if inductor is not None:
                     calls["inductor"] = inductor
                 measures = {name: functools.partial(bench, fn, args.rep_ms) for name, fn in calls.items()}
+                measures |= {
+                    f"{name}_graph": functools.partial(graph_ms, fn, device) for name, fn in calls.items()
+                }
                 final = interleaved_medians(measures, args.rounds)
                 ours, cublas, ind = final["ours"], final["cublas"], final.get("inductor", math.nan)
                 row = Row(
                     m, n, k, dtype_name_, int(heldout), ours, final.get("triton", math.nan),
                     cublas, ind, choice.variant, choice.config.key,
+                    *(final.get(f"{name}_graph", math.nan) for name in CONTENDERS),
                 )  # fmt: skip
                 rows.append(row)
                 _finish(rows, tuned_entries, args)  # after every shape: a killed piece keeps its rows
@@ -333,7 +371,8 @@ def run(args) -> list[Row]:
                     f"{suite:8s} {dtype_name_:9s} {m:>6d}x{n:<6d}x{k:<6d}"
                     f" ours {ours:8.4f} ms ({choice.variant}) triton {row.triton_ms:8.4f}"
                     f" cublas {cublas:8.4f} inductor {ind:8.4f}"
-                    f"  lib/ours {base / ours:5.2f}  [{time.time() - t0:4.0f} s]",
+                    f"  lib/ours {base / ours:5.2f}; graphs: ours {row.ours_graph_ms:8.4f}"
+                    f" cublas {row.cublas_graph_ms:8.4f}  [{time.time() - t0:4.0f} s]",
                     flush=True,
                 )
     return _finish(rows, tuned_entries, args)
@@ -367,10 +406,11 @@ def read_csv(paths: list[str]) -> list[Row]:
     for p in paths:
         with open(p, newline="") as f:
             for r in csv.DictReader(f):
+                graphs = (float(r.get(f"{name}_graph_ms") or "nan") for name in CONTENDERS)
                 row = Row(
                     int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"], int(r["heldout"]),
                     float(r["ours_ms"]), float(r["triton_ms"]), float(r["cublas_ms"]),
-                    float(r["inductor_ms"]), r["ours_variant"], r["ours_config"],
+                    float(r["inductor_ms"]), r["ours_variant"], r["ours_config"], *graphs,
                 )  # fmt: skip
                 rows[(row.m, row.n, row.k, row.dtype)] = row
     return list(rows.values())
@@ -382,29 +422,45 @@ def geomean(xs: list[float]) -> float:
 
 
 def verdicts(rows: list[Row]) -> list[str]:
-    """The acceptance numbers: ratios > 1 mean this project is faster.
+    """The acceptance numbers on the eager times (do_bench), then the same on GPU time alone (CUDA
+    graphs) over the rows that have it: ratios > 1 mean this project is faster."""
+    lines = _verdicts(rows, graph=False)
+    timed = [r for r in rows if not math.isnan(r.ours_graph_ms)]
+    if timed:
+        lines += [f"on GPU time alone (CUDA graphs, L2 flushed), {len(timed)} of {len(rows)} rows:"]
+        lines += ["  " + line for line in _verdicts(timed, graph=True)]
+    return lines
 
-    The own-Triton classes are the issue's, over every row that belongs, tuned or held-out:
+
+def _verdicts(rows: list[Row], graph: bool) -> list[str]:
+    """The own-Triton classes are the issue's, over every row that belongs, tuned or held-out:
     squares of 2048 and up, skinny-K (`is_skinny_k`) and ragged (`is_ragged`: N or K not a multiple
-    of 16), each as its worst row.
-    """
+    of 16), each as its worst row."""
 
     def lib(r: Row) -> float:
-        return r.cublas_ms if math.isnan(r.inductor_ms) else min(r.cublas_ms, r.inductor_ms)
+        _, _, cublas, inductor = r.times(graph)
+        return cublas if math.isnan(inductor) else min(cublas, inductor)
+
+    def vs_lib(r: Row) -> float:
+        return lib(r) / r.times(graph)[0]
+
+    def vs_cublas(r: Row) -> float:
+        _, triton, cublas, _ = r.times(graph)
+        return cublas / triton
 
     def own(name: str, goal: float, keep: Callable[[Row], bool]) -> str:
-        kept = [r for r in rows if keep(r) and not math.isnan(r.triton_ms)]
+        kept = [r for r in rows if keep(r) and not math.isnan(r.times(graph)[1])]
         if not kept:
             return f"own Triton vs cuBLAS, {name} no rows (goal >= {goal})"
-        w = min(kept, key=lambda r: r.cublas_ms / r.triton_ms)
+        w = min(kept, key=vs_cublas)
         return (
-            f"own Triton vs cuBLAS, {name} min {w.cublas_ms / w.triton_ms:.3f} at {w.m}x{w.n}x{w.k}"
+            f"own Triton vs cuBLAS, {name} min {vs_cublas(w):.3f} at {w.m}x{w.n}x{w.k}"
             f" {w.dtype} (goal >= {goal}, {len(kept)} rows)"
         )
 
-    tuned = [lib(r) / r.ours_ms for r in rows if not r.heldout]
-    held = [lib(r) / r.ours_ms for r in rows if r.heldout]
-    worst = min(rows, key=lambda r: lib(r) / r.ours_ms) if rows else None
+    tuned = [vs_lib(r) for r in rows if not r.heldout]
+    held = [vs_lib(r) for r in rows if r.heldout]
+    worst = min(rows, key=vs_lib) if rows else None
     lines = [
         f"geomean lib/ours, tuned suites: {geomean(tuned):.3f} (goal >= 1.0, {len(tuned)} rows)",
         f"geomean lib/ours, held-out:     {geomean(held):.3f} (goal >= 0.95, {len(held)} rows)",
@@ -414,7 +470,7 @@ def verdicts(rows: list[Row]) -> list[str]:
     ]
     if worst is not None:
         lines.append(
-            f"worst lib/ours: {lib(worst) / worst.ours_ms:.3f} at {worst.m}x{worst.n}x{worst.k} {worst.dtype}"
+            f"worst lib/ours: {vs_lib(worst):.3f} at {worst.m}x{worst.n}x{worst.k} {worst.dtype}"
             f" ({worst.ours_variant}) (goal >= 0.80)"
         )
     return lines

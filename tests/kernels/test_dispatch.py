@@ -1,6 +1,7 @@
 """kernels.matmul: decisions from a tiny best-configs file, no tuning at call time."""
 
 import json
+import math
 import warnings
 
 import pytest
@@ -323,7 +324,7 @@ def test_the_library_bench_verdicts_write_nothing_and_merge_needs_an_out(tmp_pat
         main(["merge", str(other)])
     assert "--out" in capsys.readouterr().err and kept.read_text().endswith("cublas,x\n")
     main(["merge", str(kept), str(other), "--out", str(kept)])
-    assert kept.read_text().endswith("grouped,y\n")
+    assert kept.read_text().endswith("grouped,y,nan,nan,nan,nan\n")  # no GPU times in these rows
 
 
 def test_the_library_bench_times_its_rivals_in_rotated_rounds_under_a_warming_gpu():
@@ -400,10 +401,49 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
         rounds.append(fn)
         return 7.0
 
+    graphed = []
+
+    def fake_graph_ms(fn, device):  # GPU time alone, in the same rounds
+        fn()
+        graphed.append(fn)
+        return 0.5
+
     monkeypatch.setattr(vl, "bench", fake_bench)
+    monkeypatch.setattr(vl, "graph_ms", fake_graph_ms)
     out = tmp_path / "tiny.csv"
     # the test's device: on a GPU machine Triton's interpreter is off, and a CPU tensor fails every config
     vl.main(["--suite", "tiny", "--device", str(device), "--no-inductor", "--out", str(out), "--rounds", "3"])
     (row,) = vl.read_csv([str(out)])
     assert (row.ours_ms, row.triton_ms, row.cublas_ms) == (7.0, 7.0, 7.0)
     assert len(rounds) == 9  # ours, cuBLAS and the own winner, three rounds each
+    assert (row.ours_graph_ms, row.triton_graph_ms, row.cublas_graph_ms) == (0.5, 0.5, 0.5)
+    assert len(graphed) == 9 and {id(fn) for fn in graphed} == {id(fn) for fn in rounds}
+    assert math.isnan(row.inductor_ms) and math.isnan(row.inductor_graph_ms)
+
+
+def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, capsys):
+    """Eager times (do_bench) decide the first lines; GPU time alone (CUDA graphs) the second set, over
+    the rows measured with it: a launcher whose host time showed eagerly (768, 0.40 of cuBLAS in
+    visit 100) is told apart from a kernel that loses on the GPU (512, 0.8 both ways). Rows from
+    before the graph columns still read, with no GPU time."""
+    from bench.vs_libraries import main, read_csv
+
+    old = "m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config\n"
+    new = old.strip() + ",ours_graph_ms,triton_graph_ms,cublas_graph_ms,inductor_graph_ms\n"
+    before, after = tmp_path / "before.csv", tmp_path / "after.csv"
+    before.write_text(old + "3000,5000,1000,bfloat16,0,1,2,1,1,cublas,x\n")  # ragged 0.5, eager only
+    after.write_text(
+        new
+        + "512,512,32768,bfloat16,0,1,1.25,1,1,cublas,x,0.9,1.0,0.8,0.9\n"  # skinny-K 0.80 / 0.80
+        + "768,768,12288,float16,1,2.5,2.5,1,1,splitk_tma,y,0.9,0.9,0.9,1.0\n"  # 0.40 eager, 1.0 on GPU
+    )
+    main(["verdicts", str(before), str(after)])
+    out = capsys.readouterr().out
+    eager, graphs = out.split("on GPU time alone (CUDA graphs, L2 flushed), 2 of 3 rows:")
+    assert "skinny-K:        min 0.400 at 768x768x12288 float16" in eager
+    assert "ragged:          min 0.500 at 3000x5000x1000" in eager
+    assert "skinny-K:        min 0.800 at 512x512x32768 bfloat16" in graphs
+    assert "ragged:          no rows" in graphs
+    assert "held-out:     1.000" in graphs and "held-out:     0.400" in eager
+    (legacy,) = read_csv([str(before)])
+    assert math.isnan(legacy.ours_graph_ms)
