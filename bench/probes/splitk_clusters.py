@@ -7,10 +7,9 @@ Why: visit 101's first run (docs/bench/splitk_clusters-visit101.csv) had cluster
 512x512x32768 from 41.2 to 35.8 us and 256x256x65536 from 34.9 to 32.5 (cuBLAS 33.2 and 29.0), at
 the deepest pipeline it tried (6 stages of BLOCK_K 64); a cluster's CTA holds half the stages' tiles,
 so 8 stages and BLOCK_K 128 at 4 fit too. Each shape runs cuBLAS, its best single-CTA
-`splitk_tma_reduce` config (visits 97 and 101), and `splitk_tma_cluster` over tiles 256x128, 128x256
-and 128x128 at the steps below, with the splits that fill one wave of clusters, half of one, and
-two; each result checked against fp64, then timed with L2 flushed in CUDA graphs and by do_bench
-(bench/gpu_methods.py). Run it last in a visit's call: a layout Triton cannot lower may abort the
+`splitk_tma_reduce` config (visits 97 and 101), and `splitk_tma_cluster` over the tiles and steps
+below with the splits that fill one wave of clusters, half of one, and two; each result checked
+against fp64, then timed with L2 flushed in CUDA graphs and by do_bench (bench/gpu_methods.py). Run it last in a visit's call: a layout Triton cannot lower may abort the
 process (LLVM errors are not Python exceptions); the rows measured before stay in the CSV.
 """
 
@@ -40,7 +39,8 @@ BASELINES = {
     (1024, 1024, 16384): MatmulConfig(128, 128, 64, split_k=2, num_warps=8, num_stages=6),
     (768, 768, 12288): MatmulConfig(128, 128, 64, split_k=3, num_warps=8, num_stages=6),
 }
-TILES = {(256, 128): (8,), (128, 256): (8,), (128, 128): (4, 8)}  # tile: warps (a cluster's tile)
+# tile: warps (a cluster's tile); 128x64 is cuBLAS's at 256x256x65536 (`128x64_64x8_1x2`, visit 93)
+TILES = {(128, 256): (8,), (128, 128): (4, 8), (128, 64): (4,), (256, 128): (8,)}
 STEPS = ((64, 4), (64, 6), (64, 8), (128, 3), (128, 4))  # (BLOCK_K, stages)
 
 
