@@ -9,8 +9,9 @@ the deepest pipeline it tried (6 stages of BLOCK_K 64); a cluster's CTA holds ha
 so 8 stages and BLOCK_K 128 at 4 fit too. Each shape runs cuBLAS, its best single-CTA
 `splitk_tma_reduce` config (visits 97 and 101), and `splitk_tma_cluster` over the tiles and steps
 below with the splits that fill one wave of clusters, half of one, and two; each result checked
-against fp64, then timed with L2 flushed in CUDA graphs and by do_bench (bench/gpu_methods.py). Run it last in a visit's call: a layout Triton cannot lower may abort the
-process (LLVM errors are not Python exceptions); the rows measured before stay in the CSV.
+against fp64, then timed with L2 flushed in CUDA graphs and by do_bench (bench/gpu_methods.py).
+Run it last in a visit's call: a layout Triton cannot lower may abort the process (LLVM errors are
+not Python exceptions); the rows measured before stay in the CSV.
 """
 
 from __future__ import annotations
