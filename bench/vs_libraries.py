@@ -95,10 +95,11 @@ SMALL_K = [(128, 64, 32, 4, 3), (128, 128, 32, 8, 3)]
 # these at the five skinny-K shapes: 6 stages, up to 6.5 us ahead of 4 (`splitk_tma` at 1024x1024x16384:
 # 49.5 against 56.0); summed apart 4 stages did as well at 512x512x32768.
 SPLITK_TMA = [(128, 128, 64, 4, 6), (128, 128, 64, 8, 6), (128, 128, 64, 8, 4), (128, 64, 64, 4, 6)]
-# `splitk_tma_cluster`'s best in 2-CTA clusters (CUDA graphs, L2 flushed; visit 101,
-# bench/probes/splitk_clusters.py): 128x256x64, 8 warps, 6 stages at 512x512x32768 (35.8 us);
-# 128x128x64, 4 warps, 6 stages at 256x256x65536 (32.5); 256x128x64 within 5% of either.
-SPLITK_CLUSTER = [(128, 256, 64, 8, 6), (128, 128, 64, 4, 6), (128, 128, 64, 8, 6), (256, 128, 64, 8, 6)]
+# `splitk_tma_cluster`'s best in 2-CTA clusters (CUDA graphs, L2 flushed; bench/probes/splitk_clusters.py,
+# visits 101-102): 128x256x64, 8 warps, 6 stages at 512x512x32768 (35.8 us) and 1024x1024x16384 (49.7);
+# 128x128x128, 4 warps, 4 stages at 256x256x65536 (32.0; 128x128x64 in 6 stages 32.5); 256x128x64
+# within 5% of either.
+SPLITK_CLUSTER = [(128, 256, 64, 8, 6), (128, 128, 128, 4, 4), (128, 128, 64, 4, 6), (256, 128, 64, 8, 6)]
 QUICK_PROGRAMS = 132  # the H200's SMs; the tuning passes its device's count
 
 

@@ -201,9 +201,12 @@ def fits_shared_memory_whole_c(cfg: MatmulConfig, p: Problem) -> str | None:
 
 
 def fits_shared_memory_cluster(cfg: MatmulConfig, p: Problem) -> str | None:
-    """Pipeline stages split between a cluster's CTAs; C leaves through pointers, staging nothing.
-    6 stages of 128x256x64 bf16 (294,912 B whole, 147,456 a CTA) ran in 2-CTA clusters (H200, visit 101)."""
-    need = (cfg.block_m + cfg.block_n) * cfg.block_k * cfg.num_stages * p.elem_bytes // CLUSTER_CTAS
+    """A cluster's CTA holds the tile's longer side halved and its shorter side whole, in each stage; C
+    leaves through pointers, staging nothing. Triton asked 262,208 B for 8 stages of 128x256x64 bf16
+    ((128 + 128) x 64 x 8 x 2, and 64 B of barriers), 262,176 for 4 of 128x256x128 and of 256x128x128,
+    and ran 6 of 128x256x64 and 4 of 128x128x128 (196,608; H200, visits 101-102)."""
+    long, short = max(cfg.block_m, cfg.block_n), min(cfg.block_m, cfg.block_n)
+    need = (long // CLUSTER_CTAS + short) * cfg.block_k * cfg.num_stages * p.elem_bytes
     return f"needs {need} B of shared memory a CTA > {p.smem_limit}" if need > p.smem_limit else None
 
 

@@ -45,7 +45,8 @@ and 29.9; CUDA graphs, L2 flushed, 6 stages; bench/probes/splitk_reduce.py, visi
 closed most of the gap: 512x512x32768 in 128x256 tiles split 8, 6 stages, 35.8 us against 41.2 for
 the best single-CTA config and cuBLAS's 33.2; 256x256x65536 32.5 against 34.9 (29.0); at
 640x640x24576 it lost (48.2 against 38.7; CUDA graphs, L2 flushed; bench/probes/splitk_clusters.py,
-visit 101). Only with K split: the plain kernel's whole-tile TMA store computed wrong in clusters.
+visit 101). Only with K split (the plain kernel's whole-tile TMA store computed wrong in clusters)
+and a row-major A (its kernel test with A column-major failed on the H200, visit 102).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from kernels.config import ConfigError, MatmulConfig
 from kernels.launching import DirectCalls
 from kernels.operands import check_operands
-from kernels.persistent_tma import TmaPlan, checked_plan
+from kernels.persistent_tma import TmaPlan, TmaUnsupported, checked_plan
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
 from kernels.space import CLUSTER_CTAS
@@ -164,6 +165,11 @@ def splitk_tma_cluster(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> t
         raise ConfigError(
             "splitk_tma_cluster needs split_k >= 2: its whole-tile TMA store computed wrong in 2-CTA"
             " clusters (H200, visit 101); split_k = 1 is splitk_tma's plain kernel"
+        )
+    if a.stride(1) != 1:
+        raise TmaUnsupported(
+            "splitk_tma_cluster needs a row-major A: with A column-major (its tiles transposed in"
+            " registers) its kernel test failed in 2-CTA clusters (H200, visit 102)"
         )
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     return _summed_apart(_CLUSTER_CALLS, a, b, c, cfg, num_ctas=CLUSTER_CTAS)
