@@ -343,8 +343,8 @@ SPACES: dict[str, ConfigSpace] = {
         ),
     ),
     # skinny K only: what 2-CTA clusters gained there (512x512x32768: 41.2 -> 35.8 us, cuBLAS 33.2;
-    # 256x256x65536: 34.9 -> 32.5, cuBLAS 29.0; H200, visit 101). Tiles of 128 and 256 a side, the
-    # ones measured in clusters.
+    # 256x256x65536: 34.9 -> 32.0, cuBLAS 29.0; H200, visits 101-102). Tiles of 128 and 256 a side:
+    # cuBLAS's 128x64 there ran 35.6 us in clusters at best (visit 102).
     "splitk_tma_cluster": ConfigSpace(
         "splitk_tma_cluster",
         {
