@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -31,3 +33,27 @@ class Rows:
                 if best:
                     lines.append(f"{best[0]:25s} {best[1]:44s} " + " ".join(f"{v:9.1f}" for v in best[2:]))
         return lines
+
+
+def time_checked(out: Rows, shape: str, ops: list[tuple[str, Callable]], ref, k: int, stop_at: float) -> None:
+    """Each (name, call) of `ops` until `stop_at`: its result checked against `ref` (fp64, a K of `k`),
+    then timed with L2 flushed in CUDA graphs and by do_bench, a row of `out` each (shape, name, graph
+    us, do_bench us). A wrong result is a row too, marked WRONG; a call that raises (out of resources,
+    a layout Triton cannot compile) is said and skipped."""
+    from bench.gpu_methods import Flush, do_bench_us
+    from kernels import check_accuracy
+
+    flush = Flush()
+    for name, fn in ops:
+        if time.time() > stop_at:
+            break
+        try:
+            result = fn()
+            ok = check_accuracy(result, ref, result.dtype, k).ok
+        except Exception as exc:
+            print(f"skip {shape} {name}: {str(exc)[:160]}", flush=True)
+            continue
+        if ok:
+            out.add(shape, name, flush.graph_flushed_us(fn), do_bench_us(fn))
+        else:
+            out.add(shape, f"WRONG {name}", float("nan"), float("nan"))

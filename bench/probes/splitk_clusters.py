@@ -27,7 +27,7 @@ if __package__ in (None, ""):
 
 import torch
 
-from bench.probes import Rows
+from bench.probes import Rows, time_checked
 from kernels.config import MatmulConfig
 from kernels.schedule import cdiv, multiprocessor_count
 
@@ -52,14 +52,13 @@ def cluster_splits(tiles: int, clusters: int) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from bench.gpu_methods import Flush, do_bench_us
-    from kernels import Problem, check_accuracy, get_variant, reference_matmul
+    from kernels import Problem, get_variant, reference_matmul
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "splitk_clusters.csv"))
     parser.add_argument("--budget-s", type=float, default=240, help="shared by the shapes equally")
     args = parser.parse_args(argv)
-    flush, clusters = Flush(), multiprocessor_count(torch.device("cuda")) // 2
+    clusters = multiprocessor_count(torch.device("cuda")) // 2
     single, clustered = get_variant("splitk_tma_reduce").launch, get_variant("splitk_tma_cluster").launch
     space = get_variant("splitk_tma_cluster").space
     out = Rows(args.out, ("shape", "op", "graph_flush_us", "do_bench_us"))
@@ -80,18 +79,7 @@ def main(argv: list[str] | None = None) -> None:
                         cfg = MatmulConfig(bm, bn, bk, split_k=split, num_warps=warps, num_stages=stages)
                         if space.prune(cfg, Problem(m, n, k, "bfloat16")) is None:
                             ops.append((f"ctas2 {cfg.key}", lambda a=a, b=b, c=cfg: clustered(a, b, c)))
-        for name, fn in ops:
-            if time.time() > stop_at:
-                break
-            try:
-                ok = check_accuracy(fn(), ref, a.dtype, k).ok
-            except Exception as exc:  # out of resources, or a cluster layout Triton cannot compile
-                print(f"skip {shape} {name}: {str(exc)[:160]}", flush=True)
-                continue
-            if not ok:  # kept as a row: a cluster layout computing wrong is a finding too
-                out.add(shape, f"WRONG {name}", float("nan"), float("nan"))
-                continue
-            out.add(shape, name, flush.graph_flushed_us(fn), do_bench_us(fn))
+        time_checked(out, shape, ops, ref, k, stop_at)
         print(shape, "done", flush=True)
     print("\n".join(out.best_lines(("cublas", "single", "ctas2"))))
 
