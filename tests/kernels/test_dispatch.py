@@ -155,6 +155,20 @@ def test_a_rescaled_split_computes_the_product(device, tmp_path):
     assert check_accuracy(dispatch(a, b), reference_matmul(a, b), a.dtype, 512).ok
 
 
+def test_a_cluster_entry_is_not_served_where_its_split_would_fall_to_one(tmp_path):
+    """`splitk_tma_cluster` tuned at 512x512x32768 (8 tiles of 128x256, split 8: 64 clusters) scales to
+    split 2 at 1024x1024 and to 1 at 2048x1024, which the variant refuses (its TMA store computed wrong
+    in clusters): there the next entry serves."""
+    cfg = MatmulConfig(128, 256, 64, split_k=8, num_warps=8, num_stages=6)
+    entries = [
+        _entry((512, 512, 32768), "splitk_tma_cluster", 0.030, cfg, dtype="bfloat16"),
+        _entry((512, 512, 32768), "cublas", 0.040, dtype="bfloat16"),
+    ]
+    dispatch = Dispatcher.load(_write(tmp_path, entries), gpu_name=GPU)
+    assert dispatch.choose(1024, 1024, 32768, torch.bfloat16, GPU).config == cfg.replace(split_k=2)
+    assert dispatch.choose(2048, 1024, 32768, torch.bfloat16, GPU).variant == "cublas"
+
+
 @pytest.mark.parametrize(
     ("triton_ms", "library_ms", "serves"),
     [
