@@ -17,15 +17,14 @@ each of the four times again as GPU time alone (ours_graph_ms, ...: CUDA graphs,
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned
 there, held-out shapes too); ours_ms is what `kernels.matmul` runs from the best-configs files of
 `--best` (the farm's export, or `--save-best` of earlier pieces) and the quick tuning of this run's
-tuned suites together. The tuning picks on GPU time alone (`tuning_ms`), as the farm's exports are
-kernel times. Per shape Inductor compiles first (its compile leaves Python launchers slower on the
+tuned suites together. Every time is `triton.testing.do_bench`'s median with L2 flushed between
+launches. Per shape Inductor compiles first (its compile leaves Python launchers slower on the
 host), then the quick tuning runs; ours, cuBLAS, Inductor and the tuning's fastest own config are
-timed last, each as `triton.testing.do_bench`'s median with L2 flushed between launches, in
-rotated rounds (`--rounds`, `interleaved_medians`), the median of the rounds kept for each. The same
-rounds time each call captured in CUDA graphs with the same flush (`bench.gpu_methods.Flush`): GPU
-time with no host time, the check on the eager time, which reads a Python launcher's host time where
-it outlasts the flush. `verdicts` reports the issue's numbers on both, the second over the rows that
-have GPU times.
+timed last, in rotated rounds (`--rounds`, `interleaved_medians`), the median of the rounds kept
+for each. The same rounds time each call captured in CUDA graphs with the same flush
+(`bench.gpu_methods.Flush`): GPU time with no host time, the check on the eager time, which reads a
+Python launcher's host time where it outlasts the flush. `verdicts` reports the issue's numbers on
+both, the second over the rows that have GPU times.
 """
 
 from __future__ import annotations
@@ -209,16 +208,6 @@ def graph_ms(fn, device: torch.device) -> float:
         return math.nan
 
 
-def tuning_ms(fn, device: torch.device) -> float:
-    """ms: a config's time in the quick tuning, and the library's: GPU time alone (`graph_ms`), as the
-    farm's kernel times that `kernels.matmul` otherwise reads are; do_bench's where there are no CUDA
-    graphs (the interpreter). Picked on eager times, a launcher's host time chose the slower kernel:
-    at 512x512x32768 fp16 `splitk_tma_reduce`, 40.0 us on the GPU, over `splitk_tma_cluster`'s ~36
-    (visit 102). The rounds then time the winner both ways."""
-    ms = graph_ms(fn, device)
-    return bench(fn) if math.isnan(ms) else ms
-
-
 def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
     """Each measure taken `rounds` times, the order rotated every round; the median of each.
 
@@ -276,7 +265,7 @@ def tune_shape(a, b, budget_end: float) -> list[dict]:
                 if not check_accuracy(out, ref, a.dtype, k).ok:
                     print(f"  WRONG {variant} {cfg.key}", flush=True)
                     continue
-                ms = tuning_ms(lambda: launch(a, b, cfg), a.device)  # noqa: B023 (called here)
+                ms = bench(lambda: launch(a, b, cfg))  # noqa: B023 (called here)
             except Exception as exc:  # out of resources and the like: skip the config
                 print(f"  skip {variant} {cfg.key}: {str(exc)[:120]}", flush=True)
                 continue
@@ -346,11 +335,11 @@ def run(args) -> list[Row]:
                 t0 = time.time()
                 # Inductor first: after its compile this process queues a Python launcher slower
                 # (495x5333x71 `grouped`: 31.7 -> 44.7-54.7 us of host a call, H200, visit 90), and
-                # below about 50 us of GPU do_bench reads host time (256x256x65536 bf16, tuning against
-                # rounds: 40.5 against 87.1 us tuned before the compile, 40.8 against 41.6 after; visits
-                # 89, 91): where the tuning falls back to do_bench, it is in the rounds' state.
+                # below about 50 us of GPU do_bench reads host time; so the tuning picks its winner
+                # in the state the rounds time it in (256x256x65536 bf16, tuning against rounds:
+                # 40.5 against 87.1 us tuned before the compile, 40.8 against 41.6 after; visits 89, 91).
                 inductor = None if args.no_inductor else inductor_compiled(a, b)
-                lib_ms = tuning_ms(lambda: torch.matmul(a, b), device)  # noqa: B023 (the library's entry)
+                lib_ms = bench(lambda: torch.matmul(a, b))  # noqa: B023  (the dispatcher's table entry)
                 entries = tune_shape(a, b, budget_end)
                 triton_best = min(entries, key=lambda e: e["ms"]) if entries else None
                 if not heldout:

@@ -1,7 +1,5 @@
 """kernels.matmul: decisions from a tiny best-configs file, no tuning at call time."""
 
-import functools
-import inspect
 import json
 import math
 import warnings
@@ -392,7 +390,6 @@ def test_the_library_bench_compiles_inductor_before_it_tunes(tmp_path, monkeypat
         return lambda: a @ b
 
     monkeypatch.setattr(vl, "bench", fake_bench)
-    monkeypatch.setattr(vl, "graph_ms", lambda fn, device: math.nan)  # no CUDA graphs: do_bench tunes
     monkeypatch.setattr(vl, "inductor_compiled", fake_inductor)
     out = tmp_path / "tiny.csv"
     vl.main(["--suite", "tiny", "--device", str(device), "--out", str(out), "--rounds", "1"])
@@ -411,7 +408,7 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
     monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: ([(16, 32, 16, 4, 2)], 2, (1,))})
     rounds = []
 
-    def fake_bench(fn, rep_ms=100):  # the rounds at --rep-ms (a tuning without graphs: the default)
+    def fake_bench(fn, rep_ms=100):  # tuning times at the default rep, the rounds at --rep-ms
         fn()
         if rep_ms == 100:
             return 1.0
@@ -420,10 +417,10 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
 
     graphed = []
 
-    def fake_graph_ms(fn, device):  # GPU time alone: the tuning's two calls first, then the rounds'
+    def fake_graph_ms(fn, device):  # GPU time alone, in the same rounds
         fn()
         graphed.append(fn)
-        return 0.25 if len(graphed) <= 2 else 0.5
+        return 0.5
 
     monkeypatch.setattr(vl, "bench", fake_bench)
     monkeypatch.setattr(vl, "graph_ms", fake_graph_ms)
@@ -434,53 +431,8 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
     assert (row.ours_ms, row.triton_ms, row.cublas_ms) == (7.0, 7.0, 7.0)
     assert len(rounds) == 9  # ours, cuBLAS and the own winner, three rounds each
     assert (row.ours_graph_ms, row.triton_graph_ms, row.cublas_graph_ms) == (0.5, 0.5, 0.5)
-    # the tuning's two (the library's entry, the one quick config), then the rounds' nine
-    assert len(graphed) == 11 and {id(fn) for fn in graphed[2:]} == {id(fn) for fn in rounds}
+    assert len(graphed) == 9 and {id(fn) for fn in graphed} == {id(fn) for fn in rounds}
     assert math.isnan(row.inductor_ms) and math.isnan(row.inductor_graph_ms)
-
-
-def test_the_library_bench_tunes_on_gpu_time(tmp_path, monkeypatch, device):
-    """Two configs whose eager times rank them one way (host time) and GPU times the other: the
-    tuning keeps the GPU times, as the farm's exports are kernel times, and its winner is the one the
-    rounds time as own Triton."""
-    import bench.vs_libraries as vl
-
-    monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64)])
-    quick = [(16, 32, 16, 4, 2), (32, 32, 16, 4, 2)]
-    monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: (quick, 2, (1,))})
-    gpu_ms = {16: 2.0, 32: 1.0}  # block_m -> GPU time; eagerly the 16-row tile reads faster
-    eager_ms = {16: 3.0, 32: 4.0}
-
-    def block_m(fn) -> int | None:
-        """The config's rows of a call: the tuning's lambda holds `cfg`, the rounds' partial passes it."""
-        if isinstance(fn, functools.partial):
-            cfg = fn.args[2] if len(fn.args) > 2 else None
-        else:
-            cfg = inspect.getclosurevars(fn).nonlocals.get("cfg")
-        return getattr(cfg, "block_m", None)
-
-    def fake_graph_ms(fn, device):
-        fn()
-        return gpu_ms.get(block_m(fn), 5.0)
-
-    def fake_bench(fn, rep_ms=100):
-        fn()
-        return eager_ms.get(block_m(fn), 5.0)
-
-    monkeypatch.setattr(vl, "graph_ms", fake_graph_ms)
-    monkeypatch.setattr(vl, "bench", fake_bench)
-    out, best = tmp_path / "tiny.csv", tmp_path / "best.json"
-    vl.main(["--suite", "tiny", "--device", str(device), "--no-inductor", "--out", str(out),
-             "--save-best", str(best), "--rounds", "1"])  # fmt: skip
-    entries = json.loads(best.read_text())["entries"]
-    assert sorted(
-        (e["variant"], e["config"]["block_m"], e["ms"]) for e in entries if e["variant"] != "cublas"
-    ) == [
-        ("persistent_tma", 16, 2.0),
-        ("persistent_tma", 32, 1.0),
-    ]
-    (row,) = vl.read_csv([str(out)])
-    assert (row.triton_ms, row.triton_graph_ms) == (4.0, 1.0)  # the 32-row tile, timed both ways
 
 
 def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, capsys):
