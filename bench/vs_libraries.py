@@ -180,11 +180,9 @@ class Row:
     cublas_graph_ms: float = math.nan
     inductor_graph_ms: float = math.nan
 
-    def times(self, graph: bool) -> tuple[float, float, float, float]:
+    def times(self, graph: bool) -> tuple[float, ...]:
         """(ours, own Triton, cuBLAS, Inductor) ms: eager (do_bench) or GPU time alone (graphs)."""
-        if graph:
-            return self.ours_graph_ms, self.triton_graph_ms, self.cublas_graph_ms, self.inductor_graph_ms
-        return self.ours_ms, self.triton_ms, self.cublas_ms, self.inductor_ms
+        return tuple(getattr(self, f"{name}_graph_ms" if graph else f"{name}_ms") for name in CONTENDERS)
 
 
 def bench(fn, rep_ms: int = 100) -> float:
