@@ -58,7 +58,7 @@ def test_splitk_tma_reduce_matches_fp64(device, dtype, variant, split_k):
     _launch(a, b, CFG.replace(split_k=split_k), variant)
 
 
-def test_splitk_tma_cluster_refuses_an_unsplit_k_and_halves_its_stages_per_cta():
+def test_splitk_tma_cluster_refuses_an_unsplit_k_and_shares_its_stages_between_ctas():
     """Split 1 would store a whole tile through TMA from a cluster, which computed wrong (visit 101): the
     launcher refuses it and the space holds none. 6 stages of 128x256x64 bf16 fit two CTAs (196,608 B
     each), not one (294,912 with C staged); 8 stages did not fit two (Triton asked 262,208, visit 102)."""
