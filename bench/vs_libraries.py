@@ -192,15 +192,21 @@ def bench(fn, rep_ms: int = 100) -> float:
     return do_bench_us(fn, rep_ms) / 1000
 
 
+@functools.cache
+def _flush(device: torch.device):
+    """One flush buffer (256 MB) a device for every graph measure of the run."""
+    from bench.gpu_methods import Flush
+
+    return Flush(device)
+
+
 def graph_ms(fn, device: torch.device) -> float:
     """ms: fn's GPU time in CUDA graphs with L2 flushed; NaN off CUDA, or (said) where fn cannot be
     captured."""
     if device.type != "cuda":
         return math.nan
-    from bench.gpu_methods import Flush
-
     try:  # 5 replays of 10 calls, not the probes' 15: a 16384^3 call takes 12 ms, timed in every round
-        return Flush(device).graph_flushed_us(fn, calls=10, replays=5) / 1000
+        return _flush(device).graph_flushed_us(fn, calls=10, replays=5) / 1000
     except Exception as exc:  # a callable that syncs or allocates outside the caching allocator
         print(f"  no graph time: {str(exc)[:120]}", flush=True)
         return math.nan

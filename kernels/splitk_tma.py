@@ -140,6 +140,9 @@ def _plan(
     return TmaPlan.make(a, b, c, c_desc, cfg, grid, SPLIT_K=cfg.split_k, SUM_APART=apart)
 
 
+_apart_plan = functools.partial(_plan, apart=True)  # made once: `_summed_apart` runs on every call
+
+
 @register_variant("splitk_tma", config_space="splitk_tma")
 def splitk_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Split-K through TMA (Hopper); partials in their own slots, the last program sums them in order."""
@@ -179,7 +182,7 @@ def splitk_tma_cluster(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> t
 def _summed_apart(calls: DirectCalls, a, b, c, cfg: MatmulConfig, num_ctas: int = 1) -> torch.Tensor:
     """The SUM_APART kernel's partials into an fp32 (SPLIT_K, M, N) workspace, then summed into c."""
     (m, k), n = a.shape, b.shape[1]
-    key, plan = checked_plan(calls, a, b, c, cfg, functools.partial(_plan, apart=True))
+    key, plan = checked_plan(calls, a, b, c, cfg, _apart_plan)
     ws = torch.empty((cfg.split_k, m, n), device=a.device, dtype=torch.float32)
     # no counters: ws stands in for their pointer
     calls.launch(

@@ -57,8 +57,10 @@ def main(argv: list[str] | None = None) -> None:
     shapes = [s for s in SHAPES if not args.only or "x".join(map(str, s)) in args.only]
     dtype = getattr(torch, args.dtype)
     flush, programs = Flush(), multiprocessor_count(torch.device("cuda"))
-    launchers = {"reduce": get_variant("splitk_tma_reduce").launch}
-    launchers["splitk_tma"] = get_variant("splitk_tma").launch
+    launchers = {
+        "reduce": get_variant("splitk_tma_reduce").launch,
+        "splitk_tma": get_variant("splitk_tma").launch,
+    }
 
     out = Rows(args.out, ("shape", "op", "graph_flush_us", "do_bench_us"))
 
