@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
 VARIANTS = {
     "tiled": MatmulConfig(128, 128, 64, num_warps=8, num_stages=3),
     "grouped": MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3),
+    "grouped_pad": MatmulConfig(128, 64, 32, group_m=8, num_warps=4, num_stages=2),
     "splitk": MatmulConfig(128, 128, 64, split_k=8, num_warps=4, num_stages=4),
     "splitk_det": MatmulConfig(128, 128, 64, split_k=8, num_warps=4, num_stages=4),
     "streamk": MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3),

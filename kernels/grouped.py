@@ -3,7 +3,21 @@
 Program pid takes tile `grouped_tile(pid, ...)` (kernels/schedule.py): GROUP_M tile rows are
 walked column by column, so while a group runs, its GROUP_M row blocks of A and the current
 column block of B are reused from L2 instead of re-read from DRAM. group_m = 1 is row-major.
+
+`grouped_pad` is the same kernel for N whose rows are not 16-byte aligned (N = 5333 in bf16),
+where K is short and the product is mostly loading B and storing C. There `grouped` can load B
+and store C only element by element: no run of 8 columns starts on 16 bytes. `grouped_pad` copies B
+into rows 128 bytes apart (`pitched_copy`) and stores C into such rows (`aligned_rows`, returned as an
+(M, N) view, not contiguous), and tells the kernel N is the pitch: a multiple of 64 columns, so the
+wrap, the mask and the row strides keep 16-byte vectors. The padding columns of C take A times B's
+padding and are never read. At 495x5333x71 on the H200 (L2 flushed, CUDA graphs;
+bench/probes/pitched_pointer.py, visit 108): 8.1-8.2 us in 64x128x32 tiles, B's copy included,
+against `grouped`'s 12.9-14.0 (visit 109) and cuBLAS's 10.5-11.2. Its launcher's two launches and
+two allocations cost host time (35 us a call against `grouped`'s 18 on that host), so an eager
+caller of so short a product waits on the host either way.
 """
+
+import math
 
 import torch
 import triton
@@ -12,9 +26,17 @@ import triton.language as tl
 from kernels.config import MatmulConfig
 from kernels.launching import DirectCalls
 from kernels.operands import check_operands
+from kernels.pitched import aligned_rows, pitched_copy
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit
-from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, store_tile, tile_accumulate
+from kernels.tile import (
+    MAX_ALIGN,
+    pointer_constexprs,
+    pointer_key,
+    pointer_layout,
+    store_tile,
+    tile_accumulate,
+)
 
 
 @triton.jit
@@ -47,4 +69,35 @@ def grouped(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
         pointer_key(a, b, c, strides, align, cfg), grid, (a, b, c, m, n, k, *strides), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
+    return c
+
+
+_PAD_CALLS = DirectCalls(_grouped_kernel)
+
+
+def _in_rows(b: torch.Tensor, pitch: int) -> bool:
+    """Whether b's rows already lie `pitch` elements apart, row-major, with its storage holding the last
+    row's padding too (the kernel reads up to the pitch in every row): no copy needed."""
+    if b.stride() != (pitch, 1):
+        return False
+    return b.untyped_storage().nbytes() >= (b.storage_offset() + b.shape[0] * pitch) * b.element_size()
+
+
+@register_variant("grouped_pad", config_space="grouped_pad")
+def grouped_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
+    """grouped for odd N: B copied into rows 128 bytes apart, C stored into such rows (an (M, N) view)."""
+    m, n, k = check_operands(a, b, cfg)
+    c = aligned_rows(m, n, like=a)
+    pitch = c.stride(0)  # a multiple of 64 columns (bf16), as `pitched_copy`'s rows of B
+    b_rows = b if _in_rows(b, pitch) else pitched_copy(b)
+    grid = (cdiv(m, cfg.block_m) * cdiv(pitch, cfg.block_n),)
+    strides = (*a.stride(), pitch, 1, pitch, 1)
+    # ALIGN divides the pitch and A's row stride (`kernels.tile.pointer_layout`, with N the pitch)
+    align = math.gcd(a.stride(0), MAX_ALIGN) if a.stride(1) == 1 else 1
+    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)
+    key = pointer_key(a, b_rows, c, strides, align, cfg)
+    _PAD_CALLS.launch(
+        key, grid, (a, b_rows, c, m, pitch, k, *strides), constexprs,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
     return c

@@ -44,6 +44,7 @@ class Builtin:
 BUILTINS: dict[str, Builtin] = {
     "tiled": Builtin("kernels.tiled", "tiled"),
     "grouped": Builtin("kernels.grouped", "grouped"),
+    "grouped_pad": Builtin("kernels.grouped", "grouped_pad"),
     "splitk": Builtin("kernels.splitk", "splitk", atomic=True),
     "splitk_det": Builtin("kernels.splitk_det", "splitk"),
     "streamk": Builtin("kernels.streamk", "grouped", atomic=True),

@@ -1,5 +1,5 @@
-"""The pointer launchers' compiled calls (`tiled`, `grouped`, `streamk`, `streamk_hybrid`, `splitk`,
-`splitk_det`): a key's second launch calls the compiled kernel directly with this call's tensors and
+"""The pointer launchers' compiled calls (`tiled`, `grouped`, `grouped_pad`, `streamk`, `streamk_hybrid`,
+`splitk`, `splitk_det`): a key's second launch calls the compiled kernel directly with this call's tensors and
 what the first call gave Triton, constexprs in the kernel's order; anything Triton specialised on
 that differs (a size, a stride, an operand's start modulo 16, the config, atomic or workspace)
 takes Triton's path under a new key.
@@ -35,6 +35,7 @@ def _operands(m, n, k, seed=0, dtype=torch.float16):
 DIRECT_CALLS = {
     "tiled": (tiled_module, "_CALLS", "_tiled_kernel"),
     "grouped": (grouped_module, "_CALLS", "_grouped_kernel"),
+    "grouped_pad": (grouped_module, "_PAD_CALLS", "_grouped_kernel"),
     "streamk": (streamk_module, "_CALLS", "_streamk_kernel"),
     "streamk_hybrid": (streamk_hybrid_module, "_CALLS", "_streamk_hybrid_kernel"),
     "split": (splitk_module, "_CALLS", "_splitk_kernel"),
@@ -44,6 +45,7 @@ DIRECT_CALLS = {
 VARIANTS = {
     "tiled": (CFG, ["tiled"]),
     "grouped": (CFG, ["grouped"]),
+    "grouped_pad": (CFG, ["grouped_pad"]),
     "streamk": (CFG, ["streamk"]),
     "streamk_hybrid": (CFG, ["streamk_hybrid"]),
     "splitk": (SPLIT, ["split"]),
@@ -65,8 +67,9 @@ def stand_ins(monkeypatch) -> dict[str, StandInKernel]:
 def test_a_keys_second_launch_passes_what_triton_was_given_first(stand_ins, variant):
     cfg, launched = VARIANTS[variant]
     launch = get_variant(variant).launch
-    launch(*_operands(40, 48, 64), cfg)
-    a2, b2 = _operands(40, 48, 64, seed=1)  # new tensors, the same key
+    # N = 64: B's fp16 rows are already 128 bytes apart, so `grouped_pad` too passes B as it is
+    launch(*_operands(40, 64, 48), cfg)
+    a2, b2 = _operands(40, 64, 48, seed=1)  # new tensors, the same key
     launch(a2, b2, cfg)
     for name in launched:
         kernel = stand_ins[name]

@@ -14,6 +14,7 @@ DTYPES = [
 CONFIGS = {
     "tiled": MatmulConfig(block_m=16, block_n=32, block_k=16, num_warps=4, num_stages=2),
     "grouped": MatmulConfig(block_m=16, block_n=16, block_k=32, group_m=3, num_warps=4, num_stages=2),
+    "grouped_pad": MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=3, num_warps=4, num_stages=2),
     "splitk": MatmulConfig(
         block_m=32, block_n=16, block_k=16, group_m=2, split_k=3, num_warps=4, num_stages=2
     ),
