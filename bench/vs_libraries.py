@@ -88,8 +88,9 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 BIG = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4)]
 SKINNY = [(64, 64, 128, 4, 4), (128, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
 # K of a few dozen (495x5333x71): BLOCK_K 32, the K loop's three masked steps; `grouped` 128x64x32 ran
-# 12.5 us in CUDA graphs against 20.6 for 128x128x64 and cuBLAS's 10.3 (H200, visit 88).
-SMALL_K = [(128, 64, 32, 4, 3), (128, 128, 32, 8, 3)]
+# 12.5 us in CUDA graphs against 20.6 for 128x128x64 and cuBLAS's 10.3 (H200, visit 88); 128x128x32
+# with 4 warps 9.9-10.1 in one masked loop (`kernels.tile.SHORT_K_STEPS`, visit 110).
+SMALL_K = [(128, 64, 32, 4, 3), (128, 128, 32, 8, 3), (128, 128, 32, 4, 3)]
 # Skinny-K through `splitk_tma` and `splitk_tma_reduce`, each split from `wave_splits`: the best of 57-73
 # configs a shape (H200, L2 flushed in CUDA graphs, bench/probes/splitk_reduce.py, visit 97) was one of
 # these at the five skinny-K shapes: 6 stages, up to 6.5 us ahead of 4 (`splitk_tma` at 1024x1024x16384:
@@ -277,17 +278,28 @@ def tune_shape(a, b, budget_end: float) -> list[dict]:
                 # dispatcher serve `persistent_tma_bands` at 495x5333x71 bf16 (9.6 us of GPU against
                 # cuBLAS's 10.5), which took 76.2 us eagerly against 13.4 (visit 103)
                 ms = bench(lambda: launch(a, b, cfg))  # noqa: B023 (called here)
+                host = short_call_host_ms(lambda: launch(a, b, cfg), ms)  # noqa: B023 (called here)
             except Exception as exc:  # out of resources and the like: skip the config
                 print(f"  skip {variant} {cfg.key}: {str(exc)[:120]}", flush=True)
                 continue
-            entries.append(_entry(device_name(a.device), a.dtype, m, n, k, variant, ms, cfg))
+            entries.append(_entry(device_name(a.device), a.dtype, m, n, k, variant, ms, cfg, host))
     return entries
 
 
-def _entry(gpu, dtype, m, n, k, variant, ms, cfg) -> dict:
+def short_call_host_ms(fn, ms: float) -> float | None:
+    """fn's host time a call (bench.gpu_methods.host_us) where the dispatcher weighs it: calls under
+    SHORT_CALL_MS (`kernels.dispatch.clearly_faster`); None for longer ones, whose passes would queue
+    seconds of GPU work."""
+    from bench.gpu_methods import host_us
+    from kernels.dispatch import SHORT_CALL_MS
+
+    return host_us(fn, calls=50) / 1000 if ms < SHORT_CALL_MS else None
+
+
+def _entry(gpu, dtype, m, n, k, variant, ms, cfg, host_ms: float | None = None) -> dict:
     from kernels.space import dtype_name
 
-    return {
+    entry = {
         "gpu_name": gpu,
         "dtype": dtype_name(dtype),
         "m": m,
@@ -298,6 +310,7 @@ def _entry(gpu, dtype, m, n, k, variant, ms, cfg) -> dict:
         "tflops": 2 * m * n * k / ms * 1e-9,
         "config": cfg.as_dict(),
     }
+    return entry if host_ms is None else {**entry, "host_ms": host_ms}
 
 
 def _mm(x, y):
@@ -351,10 +364,13 @@ def run(args) -> list[Row]:
                 # 40.5 against 87.1 us tuned before the compile, 40.8 against 41.6 after; visits 89, 91).
                 inductor = None if args.no_inductor else inductor_compiled(a, b)
                 lib_ms = bench(lambda: torch.matmul(a, b))  # noqa: B023  (the dispatcher's table entry)
+                lib_host = short_call_host_ms(lambda: torch.matmul(a, b), lib_ms)  # noqa: B023
                 entries = tune_shape(a, b, budget_end)
                 triton_best = min(entries, key=lambda e: e["ms"]) if entries else None
                 if not heldout:
-                    library = _entry(device_name(device), dtype, m, n, k, "cublas", lib_ms, LIBRARY_CONFIG)
+                    library = _entry(
+                        device_name(device), dtype, m, n, k, "cublas", lib_ms, LIBRARY_CONFIG, lib_host
+                    )
                     tuned_entries += [*entries, library]
                 dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
                 choice = dispatch.choose(m, n, k, dtype, device_name(device))

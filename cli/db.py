@@ -236,6 +236,7 @@ def best_entries(df: pd.DataFrame, *, include_interpreter: bool) -> list[TunedEn
             float(row["ms"]),
             stored_config(row, row["config_key"]),
             None if pd.isna(row["tflops"]) else float(row["tflops"]),
+            None if pd.isna(row["host_ms"]) else float(row["host_ms"]),
         )
         for row in df.to_dict("records")
     ]

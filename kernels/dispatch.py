@@ -12,7 +12,8 @@ same bucket (`shape_bucket`: a decode-sized M, a skinny output with long K, or t
 that shape the fastest entry whose config is legal for the actual problem (the variant's own
 pruning rules: an unaligned N rules out TMA, a short K rules out a split), its GROUP_SIZE_M cut to
 the problem's tile rows and its split of K to the programs the tuned shape launched
-(`wave_matched_split`); under 0.1 ms only if clearly ahead of the library (`clearly_faster`).
+(`wave_matched_split`); under 0.1 ms only if clearly ahead of the library in what an eager caller
+waits for, the launcher's host time included where the file has it (`clearly_faster`).
 Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file does not know, or no file
 at all, runs torch.matmul after a one-time warning.
 """
@@ -61,16 +62,25 @@ def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     return sum(abs(math.log(x / y)) for x, y in zip(a, b))
 
 
-def clearly_faster(ms: float, library_ms: float | None) -> bool:
-    """Whether a Triton entry tuned at `ms` serves instead of the library's at the same shape.
+def eager_wait_ms(entry: TunedEntry) -> float:
+    """What an eager caller waits for a call of this entry: the longer of its time and its launcher's
+    host time (db.queries.eager_ms's definition), its time alone where the host's was not measured."""
+    return max(entry.ms, entry.host_ms or 0.0)
 
-    Under SHORT_CALL_MS it must be SHORT_CALL_MARGIN faster: there a launcher's host time, which the
-    farm's kernel times and one do_bench per config may not show, can outlast do_bench's L2 flush and
-    decide an eager call. Our launchers took 35-112 us of host a call on visits 99-100's hosts,
-    cuBLAS 15-30. 1024x1024x16384's `splitk_tma` was tuned 0.4-2% ahead of cuBLAS (53-55 us, three
-    visits); served to the held-out 768x768x12288 in fp16 it read 82.5 us against cuBLAS's 33.2 in
-    one process (visit 100), 33.8 against 33.5 in another (visit 99)."""
-    return library_ms is None or ms >= SHORT_CALL_MS or ms * SHORT_CALL_MARGIN <= library_ms
+
+def clearly_faster(entry: TunedEntry, library: TunedEntry | None) -> bool:
+    """Whether a Triton entry serves instead of the library's at the same shape.
+
+    Under SHORT_CALL_MS it must be SHORT_CALL_MARGIN faster in `eager_wait_ms`: there a launcher's host
+    time can outlast the kernel, and do_bench's L2 flush hides it only in part. Our launchers took 35-112
+    us of host a call on visits 99-100's hosts, cuBLAS 15-30. 1024x1024x16384's `splitk_tma` was tuned
+    0.4-2% ahead of cuBLAS (53-55 us, three visits); served to the held-out 768x768x12288 in fp16 it read
+    82.5 us against cuBLAS's 33.2 in one process (visit 100), 33.8 against 33.5 in another (visit 99).
+    At 495x5333x71 bf16 `grouped` was tuned at 12.9 us against cuBLAS's 13.6, 10.3 of GPU time and about
+    20 of host, and served it read 28.4 against 13.8 (visit 111): its host time says it waits longer."""
+    if library is None or entry.ms >= SHORT_CALL_MS:
+        return True
+    return eager_wait_ms(entry) * SHORT_CALL_MARGIN <= eager_wait_ms(library)
 
 
 def wave_matched_split(cfg: MatmulConfig, tuned: tuple[int, int, int], p: Problem) -> MatmulConfig:
@@ -148,9 +158,9 @@ class Dispatcher:
             ),
         )
         for shape in order:
-            library_ms = next((e.ms for e in shapes[shape] if e.variant == LIBRARY), None)
+            library = next((e for e in shapes[shape] if e.variant == LIBRARY), None)
             for entry in shapes[shape]:
-                if entry.variant == LIBRARY or not clearly_faster(entry.ms, library_ms):
+                if entry.variant == LIBRARY or not clearly_faster(entry, library):
                     return Choice(LIBRARY, LIBRARY_CONFIG, shape)
                 try:
                     variant = get_variant(entry.variant)

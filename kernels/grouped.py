@@ -34,6 +34,7 @@ from kernels.tile import (
     pointer_constexprs,
     pointer_key,
     pointer_layout,
+    short_k,
     store_tile,
     tile_accumulate,
 )
@@ -43,11 +44,11 @@ from kernels.tile import (
 def _grouped_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr, ALIGN: tl.constexpr = 1,
+    INPUT_PRECISION: tl.constexpr, ALIGN: tl.constexpr = 1, SHORT_K: tl.constexpr = False,
 ):
     pid_m, pid_n = grouped_tile_jit(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn,
-                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
+                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN, SHORT_K)
     store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
 
 
@@ -64,7 +65,7 @@ def grouped(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n),)
     strides, align = pointer_layout(a, b, c)
-    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)
+    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SHORT_K=short_k(k, cfg.block_k))
     _CALLS.launch(
         pointer_key(a, b, c, strides, align, cfg), grid, (a, b, c, m, n, k, *strides), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
@@ -94,7 +95,7 @@ def grouped_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Te
     strides = (*a.stride(), pitch, 1, pitch, 1)
     # ALIGN divides the pitch and A's row stride (`kernels.tile.pointer_layout`, with N the pitch)
     align = math.gcd(a.stride(0), MAX_ALIGN) if a.stride(1) == 1 else 1
-    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)
+    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SHORT_K=short_k(k, cfg.block_k))
     key = pointer_key(a, b_rows, c, strides, align, cfg)
     _PAD_CALLS.launch(
         key, grid, (a, b_rows, c, m, pitch, k, *strides), constexprs,

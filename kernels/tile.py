@@ -56,6 +56,19 @@ def pointer_key(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, strides: tupl
     )  # fmt: skip
 
 
+# A K loop of at most this many BLOCK_K steps runs as one masked loop (`grouped`): at 495x5333x71 (three
+# steps of 32) it ran 9.9-12.6 us of GPU time that way against 12.6-16.7 peeled (cuBLAS 9.8-10.5); at seven
+# steps (333x4444x200) 9.4-12.7 against 6.4-9.2, at four (5000x5000x200, BLOCK_K 64) 81 against 56
+# (H200, docs/bench/k_loop-visit110.txt). We think the pipeline overlaps masked steps in its loop and
+# not a peeled tail after it, which matters only where the tail is a third of the loop.
+SHORT_K_STEPS = 3
+
+
+def short_k(k: int, block_k: int) -> bool:
+    """Whether a K loop of k is short enough to run as one masked loop (`SHORT_K_STEPS`)."""
+    return -(-k // block_k) <= SHORT_K_STEPS
+
+
 def pointer_constexprs(cfg, align: int, **more) -> dict:
     """The constexprs every pointer kernel takes (the blocks, INPUT_PRECISION, ALIGN) and `more`."""
     return {
@@ -76,9 +89,10 @@ def _aligned(x, ALIGN: tl.constexpr):
 def tile_accumulate(
     a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n, k_start, k_end,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-    ALIGN: tl.constexpr,
+    ALIGN: tl.constexpr, MASKED_LOOP: tl.constexpr = False,
 ):
-    """fp32 sum over k in [k_start, k_end) of A[tile rows, k] * B[k, tile cols]."""
+    """fp32 sum over k in [k_start, k_end) of A[tile rows, k] * B[k, tile cols]; MASKED_LOOP: every step
+    masked in one loop (`short_k`), not whole tiles then a peeled partial one."""
     N = _aligned(N, ALIGN)
     stride_am = _aligned(stride_am, ALIGN)
     stride_bk = _aligned(stride_bk, ALIGN)
@@ -94,6 +108,14 @@ def tile_accumulate(
     b_ptrs = b_ptr + (k_start + offs_k)[:, None] * stride_bk + offs_bn[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_len = tl.maximum(k_end - k_start, 0)  # an empty split-K chunk has k_end < k_start
+    if MASKED_LOOP:
+        for k in range(0, k_len, BLOCK_K):
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_len - k, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_len - k, other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        return acc
     full_tiles = k_len // BLOCK_K
     for _ in range(0, full_tiles):  # whole BLOCK_K tiles: no mask
         acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc, input_precision=INPUT_PRECISION)

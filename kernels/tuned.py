@@ -38,13 +38,16 @@ class TunedEntry:
     ms: float
     config: MatmulConfig
     tflops: float | None = None
+    # The launcher's host time a call, where it was measured (the farm's host_ms; bench/vs_libraries.py's
+    # tuning): an eager caller of a short product waits for it (`kernels.dispatch.eager_wait_ms`).
+    host_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as the file holds it; the config through MatmulConfig.as_dict, extras included."""
         config = self.config.as_dict()
         if not config["extras"]:
             del config["extras"]  # v1 files written before extras existed: same bytes for the same data
-        return {
+        entry = {
             "gpu_name": self.gpu_name,
             "dtype": self.dtype,
             "m": self.m,
@@ -55,6 +58,9 @@ class TunedEntry:
             "tflops": self.tflops,
             "config": config,
         }
+        if self.host_ms is not None:  # optional in v1: files without it keep loading, and say the same
+            entry["host_ms"] = self.host_ms
+        return entry
 
     @classmethod
     def from_dict(cls, e: dict[str, Any]) -> TunedEntry:
@@ -68,6 +74,7 @@ class TunedEntry:
             e["ms"],
             MatmulConfig.from_dict(e["config"]),
             e.get("tflops"),
+            e.get("host_ms"),
         )
 
 

@@ -241,3 +241,23 @@ def test_real_command_line_exit_code(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: no database at") and list(tmp_path.iterdir()) == []
+
+
+def test_export_best_carries_each_launchers_host_time_where_it_was_measured(
+    farm_main, engine: Engine, target: str, out_dir: Path
+) -> None:
+    """The dispatcher weighs a short call's host time (kernels.dispatch.eager_wait_ms): export-best passes
+    the stored host_ms on, and leaves it out for a row measured without it."""
+    store(
+        engine,
+        [
+            rec("grouped", (495, 5333, 71), ms=0.0103, host_ms=0.0201),
+            rec("cublas", (495, 5333, 71), ms=0.0105, host_ms=None),
+        ],
+    )
+    out = out_dir / "best.json"
+    assert farm_main(["export-best", "--db", target, "--out", str(out)]) == 0
+    entries = {e.variant: e for e in TunedConfigs.load(out).entries}
+    assert entries["grouped"].host_ms == pytest.approx(0.0201) and entries["cublas"].host_ms is None
+    written = {e["variant"]: e for e in json.loads(out.read_text())["entries"]}
+    assert "host_ms" not in written["cublas"]

@@ -18,11 +18,12 @@ SPLIT = SMALL.replace(group_m=1, split_k=4)
 TMA = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
 
 
-def _entry(shape, variant, ms, cfg=None, gpu=GPU, dtype="float16"):
+def _entry(shape, variant, ms, cfg=None, gpu=GPU, dtype="float16", host_ms=None):
     cfg = cfg or kernels.LIBRARY_CONFIG
     m, n, k = shape
-    return {"gpu_name": gpu, "dtype": dtype, "m": m, "n": n, "k": k, "variant": variant, "ms": ms,
-            "tflops": 2 * m * n * k / ms * 1e-9, "config": cfg.as_dict()}  # fmt: skip
+    entry = {"gpu_name": gpu, "dtype": dtype, "m": m, "n": n, "k": k, "variant": variant, "ms": ms,
+             "tflops": 2 * m * n * k / ms * 1e-9, "config": cfg.as_dict()}  # fmt: skip
+    return entry if host_ms is None else {**entry, "host_ms": host_ms}
 
 
 def _write(tmp_path, entries):
@@ -189,6 +190,27 @@ def test_a_short_call_runs_triton_only_when_clearly_ahead_of_the_library(
     dispatch = Dispatcher.load(_write(tmp_path, entries))
     assert dispatch.choose(256, 256, 256, torch.float16, GPU).variant == serves
     assert dispatch.choose(200, 256, 256, torch.float16, GPU).variant == serves  # served elsewhere too
+
+
+@pytest.mark.parametrize(
+    ("triton", "library", "serves"),
+    [
+        ((0.0129, 0.0201), (0.0136, 0.0110), "cublas"),  # 495x5333x71 bf16 tuned on the H200 (visit 111)
+        ((0.0129, 0.0080), (0.0136, 0.0110), "grouped"),
+        ((0.0129, 0.0201), (0.0136, None), "cublas"),  # the library's host unknown: its time alone
+        ((0.0129, None), (0.0136, 0.0110), "grouped"),  # no host time in the file: the times decide
+        ((0.150, 0.200), (0.160, 0.010), "grouped"),  # not a short call: kernel times decide
+    ],
+    ids=["host-past-library", "host-under-kernel", "library-host-unknown", "no-host-time", "long-call"],
+)
+def test_a_short_call_weighs_the_launchers_host_time_where_the_file_has_it(tmp_path, triton, library, serves):
+    """An eager caller waits for the longer of a call's kernel and its launcher's host time."""
+    entries = [
+        _entry((495, 5333, 71), "grouped", triton[0], SMALL, host_ms=triton[1]),
+        _entry((495, 5333, 71), "cublas", library[0], host_ms=library[1]),
+    ]
+    dispatch = Dispatcher.load(_write(tmp_path, entries))
+    assert dispatch.choose(495, 5333, 71, torch.float16, GPU).variant == serves
 
 
 def test_unknown_gpu_warns_once_and_uses_torch(best):

@@ -118,7 +118,15 @@ def test_grouped_goes_direct_for_a_known_key_with_this_calls_tensors(grouped_ker
     assert call[12:] == tuple(kwargs[name] for name in names)
     assert dict(zip(names, call[12:], strict=True)) == {
         "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2, "INPUT_PRECISION": "ieee", "ALIGN": 16,
+        "SHORT_K": False,  # four K steps of 16
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(("k", "masked"), [(48, True), (49, False), (64, False), (10, True)])
+def test_grouped_runs_k_in_one_masked_loop_only_where_it_takes_at_most_three_steps(grouped_kernel, k, masked):
+    grouped_module.grouped(*_operands(40, 48, k), CFG)  # BLOCK_K 16: 48 and 10 take 3 and 1 steps, 49 four
+    (_, _, kwargs) = grouped_kernel.jit_calls[0]
+    assert kwargs["SHORT_K"] is masked
 
 
 @pytest.mark.parametrize(
