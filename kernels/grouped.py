@@ -12,9 +12,9 @@ into rows 128 bytes apart (`pitched_copy`) and stores C into such rows (`aligned
 wrap, the mask and the row strides keep 16-byte vectors. The padding columns of C take A times B's
 padding and are never read. At 495x5333x71 on the H200 (L2 flushed, CUDA graphs;
 bench/probes/pitched_pointer.py, visit 108): 8.1-8.2 us in 64x128x32 tiles, B's copy included,
-against `grouped`'s best 10.3 (128x128x32 in one masked K loop, visit 111) and cuBLAS's 10.5-11.2. Its launcher's two launches and
-two allocations cost host time (35 us a call against `grouped`'s 18 on that host), so an eager
-caller of so short a product waits on the host either way.
+against `grouped`'s best 10.3 (128x128x32 in one masked K loop, visit 111) and cuBLAS's 10.5-11.2.
+Its launcher's two launches and two allocations cost host time (35 us a call against `grouped`'s 18
+on that host), so an eager caller of so short a product waits on the host either way.
 """
 
 import math
