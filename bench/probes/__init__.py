@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+
+def probe_parser(doc: str, out_name: str, budget_s: float | None = None) -> argparse.ArgumentParser:
+    """A probe's command line: its docstring's first line, `--out` (out_name under $OUT, where the device
+    machine collects files, else here) and, given a default, `--budget-s` shared by its shapes."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), out_name))
+    if budget_s is not None:
+        parser.add_argument("--budget-s", type=float, default=budget_s, help="shared by the shapes equally")
+    return parser
 
 
 class Rows:

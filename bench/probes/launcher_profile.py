@@ -13,10 +13,8 @@ allocations, descriptors) and which of Triton's launcher (descriptor encoding, t
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import io
-import os
 import pstats
 import sys
 from pathlib import Path
@@ -26,6 +24,7 @@ if __package__ in (None, ""):
 
 import torch
 
+from bench.probes import probe_parser
 from kernels.config import MatmulConfig
 
 BIG = MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3)
@@ -64,8 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.gpu_methods import host_us
     from kernels import check_accuracy, get_variant, reference_matmul
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "launcher_profile.txt"))
+    parser = probe_parser(__doc__, "launcher_profile.txt")
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)

@@ -16,8 +16,6 @@ do_bench (bench/gpu_methods.py). Run it last in a visit's call (an LLVM abort en
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,7 +25,7 @@ if __package__ in (None, ""):
 
 import torch
 
-from bench.probes import Rows, time_checked
+from bench.probes import Rows, probe_parser, time_checked
 from kernels.config import MatmulConfig
 from kernels.schedule import cdiv, multiprocessor_count
 
@@ -76,9 +74,7 @@ def launcher(per_sm: int, cfg: MatmulConfig, a: torch.Tensor, b: torch.Tensor):
 def main(argv: list[str] | None = None) -> None:
     from kernels import reference_matmul
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "occupancy.csv"))
-    parser.add_argument("--budget-s", type=float, default=200, help="shared by the shapes equally")
+    parser = probe_parser(__doc__, "occupancy.csv", budget_s=200)
     args = parser.parse_args(argv)
     out = Rows(args.out, ("shape", "op", "graph_flush_us", "do_bench_us"))
     for m, n, k in SHAPES:

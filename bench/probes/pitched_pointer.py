@@ -24,8 +24,6 @@ host time (bench/gpu_methods.py):
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -36,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.probes import Rows
+from bench.probes import Rows, probe_parser
 from kernels.config import MatmulConfig
 from kernels.schedule import cdiv, grouped_tile_jit
 
@@ -109,8 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.gpu_methods import Flush, do_bench_us, host_us
     from kernels import check_accuracy, get_variant, reference_matmul
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "pitched_pointer.csv"))
+    parser = probe_parser(__doc__, "pitched_pointer.csv")
     args = parser.parse_args(argv)
     flush = Flush()
     out = Rows(args.out, ("shape", "dtype", "op", "graph_flush_us", "do_bench_us", "host_us"))

@@ -11,8 +11,6 @@ time (bench/gpu_methods.py). Visit 94's run: docs/bench/small_k_grouped-visit94.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -22,7 +20,7 @@ if __package__ in (None, ""):
 import torch
 
 from bench.gpu_methods import Flush, do_bench_us, host_us
-from bench.probes import Rows
+from bench.probes import Rows, probe_parser
 from kernels import MatmulConfig, check_accuracy, reference_matmul
 from kernels.grouped import grouped
 
@@ -42,8 +40,7 @@ def configs(block_ks, stages):
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "small_k_grouped.csv"))
+    parser = probe_parser(__doc__, "small_k_grouped.csv")
     args = parser.parse_args(argv)
     flush = Flush()
     out = Rows(args.out, ("shape", "dtype", "op", "graph_flush_us", "do_bench_us", "host_us"))

@@ -16,8 +16,6 @@ not Python exceptions); the rows measured before stay in the CSV.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,7 +25,7 @@ if __package__ in (None, ""):
 
 import torch
 
-from bench.probes import Rows, time_checked
+from bench.probes import Rows, probe_parser, time_checked
 from kernels.config import MatmulConfig
 from kernels.schedule import cdiv, multiprocessor_count
 
@@ -54,9 +52,7 @@ def cluster_splits(tiles: int, clusters: int) -> list[int]:
 def main(argv: list[str] | None = None) -> None:
     from kernels import Problem, get_variant, reference_matmul
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "splitk_clusters.csv"))
-    parser.add_argument("--budget-s", type=float, default=240, help="shared by the shapes equally")
+    parser = probe_parser(__doc__, "splitk_clusters.csv", budget_s=240)
     args = parser.parse_args(argv)
     clusters = multiprocessor_count(torch.device("cuda")) // 2
     single, clustered = get_variant("splitk_tma_reduce").launch, get_variant("splitk_tma_cluster").launch

@@ -19,8 +19,6 @@ GPU time either way; do_bench's read that path's host time on some rows).
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -31,7 +29,7 @@ if __package__ in (None, ""):
 import torch
 from triton.runtime.errors import OutOfResources
 
-from bench.probes import Rows
+from bench.probes import Rows, probe_parser
 from kernels.config import MatmulConfig
 from kernels.schedule import cdiv, multiprocessor_count
 
@@ -48,9 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.vs_libraries import wave_splits
     from kernels import check_accuracy, get_variant, reference_matmul
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "splitk_reduce.csv"))
-    parser.add_argument("--budget-s", type=float, default=420, help="shared by the shapes equally")
+    parser = probe_parser(__doc__, "splitk_reduce.csv", budget_s=420)
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
     parser.add_argument("--only", nargs="*", help="MxNxK of SHAPES to run (default: all)")
     args = parser.parse_args(argv)

@@ -14,8 +14,6 @@ takes the best of three.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,7 +24,7 @@ if __package__ in (None, ""):
 import torch
 
 from bench.gpu_methods import Flush, do_bench_us, graph_warm_us, host_us
-from bench.probes import Rows
+from bench.probes import Rows, probe_parser
 from kernels.config import MatmulConfig
 from kernels.persistent_bands import persistent_tma_bands
 from kernels.persistent_tma import _persistent_tma_kernel, launch_into
@@ -88,8 +86,7 @@ def kernel_resources() -> list[tuple]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "tail_streams.csv"))
+    parser = probe_parser(__doc__, "tail_streams.csv")
     args = parser.parse_args(argv)
     out = Rows(args.out, ("phase", "dtype", "op", "method", "value"))
     emit, rows = out.add, out.rows

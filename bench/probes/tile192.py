@@ -15,7 +15,6 @@ docs/bench/tile192_host-visit93.csv, cublas_kernels-visit93.txt.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from bench.probes import Rows
+from bench.probes import Rows, probe_parser
 from kernels.config import MatmulConfig
 from kernels.schedule import grouped_tile_jit, multiprocessor_count
 
@@ -208,8 +207,7 @@ def cublas_kernels(out_dir: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "tile192.csv"))
+    parser = probe_parser(__doc__, "tile192.csv")
     args = parser.parse_args(argv)
     out = Rows(args.out, ("phase", "op", "method", "value"))
     emit, rows = out.add, out.rows

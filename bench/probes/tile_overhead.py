@@ -21,8 +21,6 @@ CUDA graphs and by do_bench (bench/gpu_methods.py).
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -34,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.probes import Rows, time_checked
+from bench.probes import Rows, probe_parser, time_checked
 from kernels.config import MatmulConfig
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
 
@@ -117,9 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.gpu_methods import Flush
     from kernels import reference_matmul
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "tile_overhead.csv"))
-    parser.add_argument("--budget-s", type=float, default=150, help="shared by the shapes equally")
+    parser = probe_parser(__doc__, "tile_overhead.csv", budget_s=150)
     args = parser.parse_args(argv)
     out = Rows(args.out, ("shape", "op", "graph_flush_us", "do_bench_us"))
     flush = Flush()

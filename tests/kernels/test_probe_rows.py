@@ -1,9 +1,12 @@
 """bench/probes' Rows: the CSV holds every row added so far after each one, so a probe killed at its
-time limit keeps what it had measured."""
+time limit keeps what it had measured; and the command line every probe starts from."""
 
 import csv
+import os
 
-from bench.probes import Rows
+import pytest
+
+from bench.probes import Rows, probe_parser
 
 
 def test_every_row_is_on_disk_as_soon_as_it_is_added(tmp_path):
@@ -37,3 +40,14 @@ def test_the_summary_takes_the_fastest_row_of_each_kind_per_shape(tmp_path):
         ["256x256x65536", "reduce", "sk16", "34.1", "65.6"],
         ["256x256x65536", "splitk_tma", "sk16", "41.6", "44.4"],
     ]
+
+
+def test_a_probe_writes_under_out_and_takes_a_budget_only_where_it_has_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("OUT", str(tmp_path))
+    timed = probe_parser("A probe.\n\nMore.", "probe.csv", budget_s=150)
+    assert timed.description == "A probe."
+    args = timed.parse_args([])
+    assert (args.out, args.budget_s) == (os.path.join(str(tmp_path), "probe.csv"), 150)
+    assert timed.parse_args(["--budget-s", "60", "--out", "x.csv"]).budget_s == 60
+    with pytest.raises(SystemExit):
+        probe_parser("A probe.", "probe.csv").parse_args(["--budget-s", "60"])
