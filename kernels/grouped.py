@@ -17,8 +17,6 @@ Its launcher's two launches and two allocations cost host time (35 us a call aga
 on that host), so an eager caller of so short a product waits on the host either way.
 """
 
-import math
-
 import torch
 import triton
 import triton.language as tl
@@ -30,7 +28,6 @@ from kernels.pitched import aligned_rows, pitched_copy
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit
 from kernels.tile import (
-    MAX_ALIGN,
     pointer_constexprs,
     pointer_key,
     pointer_layout,
@@ -63,14 +60,19 @@ def grouped(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     """1-D grid in GROUP_SIZE_M program order."""
     m, n, k = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    grid = (cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n),)
-    strides, align = pointer_layout(a, b, c)
-    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SHORT_K=short_k(k, cfg.block_k))
-    _CALLS.launch(
-        pointer_key(a, b, c, strides, align, cfg), grid, (a, b, c, m, n, k, *strides), constexprs,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )  # fmt: skip
+    _launch(_CALLS, a, b, c, n, cfg, short_k(k, cfg.block_k))
     return c
+
+
+def _launch(calls: DirectCalls, a, b, c, n: int, cfg: MatmulConfig, masked_k_loop: bool) -> None:
+    """The kernel over a, b into c, told N = n (B's columns, or `grouped_pad`'s pitch)."""
+    (m, k), bm, bn = a.shape, cfg.block_m, cfg.block_n
+    strides, align = pointer_layout(a, b, c, n)
+    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SHORT_K=masked_k_loop)
+    calls.launch(
+        pointer_key(a, b, c, strides, align, cfg), (cdiv(m, bm) * cdiv(n, bn),), (a, b, c, m, n, k, *strides),
+        constexprs, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
 
 
 _PAD_CALLS = DirectCalls(_grouped_kernel)
@@ -87,19 +89,10 @@ def _in_rows(b: torch.Tensor, pitch: int) -> bool:
 @register_variant("grouped_pad", config_space="grouped_pad")
 def grouped_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """grouped for odd N: B copied into rows 128 bytes apart, C stored into such rows (an (M, N) view)."""
-    m, n, k = check_operands(a, b, cfg)
+    m, n, _ = check_operands(a, b, cfg)
     c = aligned_rows(m, n, like=a)
     pitch = c.stride(0)  # a multiple of 64 columns (bf16), as `pitched_copy`'s rows of B
     b_rows = b if _in_rows(b, pitch) else pitched_copy(b)
-    grid = (cdiv(m, cfg.block_m) * cdiv(pitch, cfg.block_n),)
-    strides = (*a.stride(), pitch, 1, pitch, 1)
-    # ALIGN divides the pitch and A's row stride (`kernels.tile.pointer_layout`, with N the pitch)
-    align = math.gcd(a.stride(0), MAX_ALIGN) if a.stride(1) == 1 else 1
     # the peeled K loop it was measured with (visit 108), not `grouped`'s one masked loop for short K
-    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SHORT_K=False)
-    key = pointer_key(a, b_rows, c, strides, align, cfg)
-    _PAD_CALLS.launch(
-        key, grid, (a, b_rows, c, m, pitch, k, *strides), constexprs,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+    _launch(_PAD_CALLS, a, b_rows, c, pitch, cfg, masked_k_loop=False)
     return c

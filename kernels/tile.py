@@ -23,14 +23,18 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.sizes import cdiv
+
 # Past 16 elements Triton's own specialisation already knows the divisibility.
 MAX_ALIGN = 16
 
 
-def pointer_layout(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[tuple[int, ...], int]:
+def pointer_layout(
+    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, n: int | None = None
+) -> tuple[tuple[int, ...], int]:
     """The strides the pointer kernels take, in their order (am, ak, bk, bn, cm, cn), and ALIGN:
     the largest power of two <= 16 dividing N and the row strides of A, B and C; 1 unless all three
-    are row-major.
+    are row-major. N is `n` where the kernel is told another than B's (`grouped_pad`: the pitch).
 
     c may be a stack of outputs (a split-K workspace): its last two dimensions are the tile's.
     Each tensor's strides are read once: a `stride(i)` call costs about 0.5 us of Python, and a
@@ -41,7 +45,7 @@ def pointer_layout(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[t
     (am, ak), (bk, bn), c_strides = a.stride(), b.stride(), c.stride()
     cm, cn = c_strides[-2:]
     row_major = ak == 1 and bn == 1 and cn == 1
-    align = math.gcd(am, bk, cm, b.shape[1], MAX_ALIGN) if row_major else 1
+    align = math.gcd(am, bk, cm, b.shape[1] if n is None else n, MAX_ALIGN) if row_major else 1
     return (am, ak, bk, bn, cm, cn), align
 
 
@@ -66,7 +70,7 @@ SHORT_K_STEPS = 3
 
 def short_k(k: int, block_k: int) -> bool:
     """Whether a K loop of k is short enough to run as one masked loop (`SHORT_K_STEPS`)."""
-    return -(-k // block_k) <= SHORT_K_STEPS
+    return cdiv(k, block_k) <= SHORT_K_STEPS
 
 
 def pointer_constexprs(cfg, align: int, **more) -> dict:
