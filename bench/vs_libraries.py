@@ -13,7 +13,9 @@
     python bench/vs_libraries.py verdicts docs/bench/h200.csv   # the verdicts alone, nothing written
 
 Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config, then
-each of the four times again as GPU time alone (ours_graph_ms, ...: CUDA graphs, L2 flushed).
+each of the four times again as GPU time alone (ours_graph_ms, ...: CUDA graphs, L2 flushed), and
+the regime the row ran in: the lower SM clock read before and after its rounds and the throttle
+reasons seen (sm_clock_mhz, throttle; NVML through `farm.gpu`).
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned
 there, held-out shapes too); ours_ms is what `kernels.matmul` runs from the best-configs files of
 `--best` (the farm's export, or `--save-best` of earlier pieces) and the quick tuning of this run's
@@ -184,6 +186,11 @@ class Row:
     triton_graph_ms: float = math.nan
     cublas_graph_ms: float = math.nan
     inductor_graph_ms: float = math.nan
+    # The GPU's state over the row's rounds, read before and after them through NVML (`farm.gpu`): the
+    # lower SM clock and the throttle reasons seen, so each row says which regime it ran in (an H200
+    # under sustained load runs power-capped at about 1300-1600 MHz against 1980). Empty before visit 113.
+    sm_clock_mhz: float = math.nan
+    throttle: str = ""
 
     def times(self, graph: bool) -> tuple[float, ...]:
         """(ours, own Triton, cuBLAS, Inductor) ms: eager (do_bench) or GPU time alone (graphs)."""
@@ -215,6 +222,21 @@ def graph_ms(fn, device: torch.device) -> float:
     except Exception as exc:  # a callable that syncs or allocates outside the caching allocator
         print(f"  no graph time: {str(exc)[:120]}", flush=True)
         return math.nan
+
+
+@functools.cache
+def _gpu():
+    from db.records import Backend
+    from farm.gpu import Gpu
+
+    return Gpu(Backend.CUDA)
+
+
+def gpu_state(device: torch.device):
+    """The GPU's SM clock, temperature and throttle reasons now (`farm.gpu.GpuState`); empty off CUDA."""
+    from farm.gpu import GpuState
+
+    return _gpu().state() if device.type == "cuda" else GpuState()
 
 
 def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
@@ -385,12 +407,15 @@ def run(args) -> list[Row]:
                 measures |= {
                     f"{name}_graph": functools.partial(graph_ms, fn, device) for name, fn in calls.items()
                 }
+                before = gpu_state(device)
                 final = interleaved_medians(measures, args.rounds)
+                state = before.merge(gpu_state(device))
                 ours, cublas, ind = final["ours"], final["cublas"], final.get("inductor", math.nan)
                 row = Row(
                     m, n, k, dtype_name_, int(heldout), ours, final.get("triton", math.nan),
                     cublas, ind, choice.variant, choice.config.key,
                     *(final.get(f"{name}_graph", math.nan) for name in CONTENDERS),
+                    state.sm_clock_mhz or math.nan, state.reasons,
                 )  # fmt: skip
                 rows.append(row)
                 _finish(rows, tuned_entries, args)  # after every shape: a killed piece keeps its rows
@@ -400,7 +425,8 @@ def run(args) -> list[Row]:
                     f" ours {ours:8.4f} ms ({choice.variant}) triton {row.triton_ms:8.4f}"
                     f" cublas {cublas:8.4f} inductor {ind:8.4f}"
                     f"  lib/ours {base / ours:5.2f}; graphs: ours {row.ours_graph_ms:8.4f}"
-                    f" cublas {row.cublas_graph_ms:8.4f}  [{time.time() - t0:4.0f} s]",
+                    f" cublas {row.cublas_graph_ms:8.4f}; {row.sm_clock_mhz:.0f} MHz {row.throttle}"
+                    f"  [{time.time() - t0:4.0f} s]",
                     flush=True,
                 )
     return _finish(rows, tuned_entries, args)
@@ -439,6 +465,7 @@ def read_csv(paths: list[str]) -> list[Row]:
                     int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"], int(r["heldout"]),
                     float(r["ours_ms"]), float(r["triton_ms"]), float(r["cublas_ms"]),
                     float(r["inductor_ms"]), r["ours_variant"], r["ours_config"], *graphs,
+                    float(r.get("sm_clock_mhz") or "nan"), r.get("throttle") or "",
                 )  # fmt: skip
                 rows[(row.m, row.n, row.k, row.dtype)] = row
     return list(rows.values())

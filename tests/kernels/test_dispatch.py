@@ -360,7 +360,7 @@ def test_the_library_bench_verdicts_write_nothing_and_merge_needs_an_out(tmp_pat
         main(["merge", str(other)])
     assert "--out" in capsys.readouterr().err and kept.read_text().endswith("cublas,x\n")
     main(["merge", str(kept), str(other), "--out", str(kept)])
-    assert kept.read_text().endswith("grouped,y,nan,nan,nan,nan\n")  # no GPU times in these rows
+    assert kept.read_text().endswith("grouped,y,nan,nan,nan,nan,nan,\n")  # no GPU times or state here
 
 
 def test_the_library_bench_times_its_rivals_in_rotated_rounds_under_a_warming_gpu():
@@ -444,8 +444,13 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
         graphed.append(fn)
         return 0.5
 
+    # the GPU's state read around the rounds: the lower clock and every throttle reason seen
+    from farm.gpu import GpuState
+
+    states = iter([GpuState(1980, 40, 0), GpuState(1410, 61, 0x4)])
     monkeypatch.setattr(vl, "bench", fake_bench)
     monkeypatch.setattr(vl, "graph_ms", fake_graph_ms)
+    monkeypatch.setattr(vl, "gpu_state", lambda device: next(states))
     out = tmp_path / "tiny.csv"
     # the test's device: on a GPU machine Triton's interpreter is off, and a CPU tensor fails every config
     vl.main(["--suite", "tiny", "--device", str(device), "--no-inductor", "--out", str(out), "--rounds", "3"])
@@ -455,6 +460,7 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
     assert (row.ours_graph_ms, row.triton_graph_ms, row.cublas_graph_ms) == (0.5, 0.5, 0.5)
     assert len(graphed) == 9 and {id(fn) for fn in graphed} == {id(fn) for fn in rounds}
     assert math.isnan(row.inductor_ms) and math.isnan(row.inductor_graph_ms)
+    assert (row.sm_clock_mhz, row.throttle) == (1410, "sw_power_cap")
 
 
 def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, capsys):
