@@ -300,7 +300,7 @@ def tune_shape(a, b, budget_end: float) -> list[dict]:
                 # dispatcher serve `persistent_tma_bands` at 495x5333x71 bf16 (9.6 us of GPU against
                 # cuBLAS's 10.5), which took 76.2 us eagerly against 13.4 (visit 103)
                 ms = bench(lambda: launch(a, b, cfg))  # noqa: B023 (called here)
-                host = short_call_host_ms(lambda: launch(a, b, cfg), ms)  # noqa: B023 (called here)
+                host = call_host_ms(lambda: launch(a, b, cfg), ms, a.device)  # noqa: B023 (called here)
             except Exception as exc:  # out of resources and the like: skip the config
                 print(f"  skip {variant} {cfg.key}: {str(exc)[:120]}", flush=True)
                 continue
@@ -308,14 +308,20 @@ def tune_shape(a, b, budget_end: float) -> list[dict]:
     return entries
 
 
-def short_call_host_ms(fn, ms: float) -> float | None:
-    """fn's host time a call (bench.gpu_methods.host_us) where the dispatcher weighs it: calls under
-    SHORT_CALL_MS (`kernels.dispatch.clearly_faster`); None for longer ones, whose passes would queue
-    seconds of GPU work."""
-    from bench.gpu_methods import host_us
-    from kernels.dispatch import SHORT_CALL_MS
+# GPU time a pass of host_us's calls may queue: 50 calls under 0.4 ms, 3 of a 13 ms 16384^3 call.
+HOST_PASS_MS = 20
 
-    return host_us(fn, calls=50) / 1000 if ms < SHORT_CALL_MS else None
+
+def call_host_ms(fn, ms: float, device: torch.device) -> float | None:
+    """fn's host time a call (bench.gpu_methods.host_us), `ms` its time: for every entry, long ones too,
+    as the dispatcher weighs it wherever a problem's call is short, and an entry tuned on a long call can
+    serve a short one (`kernels.dispatch.short_call_order`). The calls a pass are as many as queue about
+    HOST_PASS_MS of GPU work, 3 to 50. None off CUDA (the interpreter's host time says nothing)."""
+    from bench.gpu_methods import host_us
+
+    if device.type != "cuda":
+        return None
+    return host_us(fn, calls=max(3, min(50, int(HOST_PASS_MS / ms)))) / 1000
 
 
 def _entry(gpu, dtype, m, n, k, variant, ms, cfg, host_ms: float | None = None) -> dict:
@@ -386,7 +392,7 @@ def run(args) -> list[Row]:
                 # 40.5 against 87.1 us tuned before the compile, 40.8 against 41.6 after; visits 89, 91).
                 inductor = None if args.no_inductor else inductor_compiled(a, b)
                 lib_ms = bench(lambda: torch.matmul(a, b))  # noqa: B023  (the dispatcher's table entry)
-                lib_host = short_call_host_ms(lambda: torch.matmul(a, b), lib_ms)  # noqa: B023
+                lib_host = call_host_ms(lambda: torch.matmul(a, b), lib_ms, device)  # noqa: B023
                 entries = tune_shape(a, b, budget_end)
                 triton_best = min(entries, key=lambda e: e["ms"]) if entries else None
                 if not heldout:

@@ -12,8 +12,10 @@ same bucket (`shape_bucket`: a decode-sized M, a skinny output with long K, or t
 that shape the fastest entry whose config is legal for the actual problem (the variant's own
 pruning rules: an unaligned N rules out TMA, a short K rules out a split), its GROUP_SIZE_M cut to
 the problem's tile rows and its split of K to the programs the tuned shape launched
-(`wave_matched_split`); under 0.1 ms only if clearly ahead of the library in what an eager caller
-waits for, the launcher's host time included where the file has it (`clearly_faster`).
+(`wave_matched_split`). Where the problem's call is short (the tuned time scaled by the problem's
+work under 0.1 ms) what an eager caller waits for decides instead, the launcher's host time included
+where the file has it: the entry that waits least (`short_call_order`), and only if clearly ahead of
+the library (`clearly_faster`).
 Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file does not know, or no file
 at all, runs torch.matmul after a one-time warning.
 """
@@ -62,14 +64,38 @@ def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     return sum(abs(math.log(x / y)) for x, y in zip(a, b))
 
 
-def eager_wait_ms(entry: TunedEntry) -> float:
+def work_ratio(tuned: tuple[int, int, int], p: Problem) -> float:
+    """The problem's product over the tuned shape's (their multiply-adds): what an entry's time is scaled
+    by to say whether the problem's call is short. A rough guess of its time (tiles and waves differ), so
+    it only decides whether host time counts, and ranks nothing among kernel times."""
+    return p.m * p.n * p.k / (tuned[0] * tuned[1] * tuned[2])
+
+
+def eager_wait_ms(entry: TunedEntry, ratio: float = 1.0) -> float:
     """What an eager caller waits for a call of this entry: the longer of its time and its launcher's
-    host time (db.queries.eager_ms's definition), its time alone where the host's was not measured."""
-    return max(entry.ms, entry.host_ms or 0.0)
+    host time (db.queries.eager_ms's definition), its time alone where the host's was not measured;
+    for a problem `ratio` times the tuned shape's work, the time scaled by it and the host's not (a
+    launcher's host time is its Python and launches, whatever the sizes)."""
+    return max(entry.ms * ratio, entry.host_ms or 0.0)
 
 
-def clearly_faster(entry: TunedEntry, library: TunedEntry | None) -> bool:
-    """Whether a Triton entry serves instead of the library's at the same shape.
+def short_call_order(entries: list[TunedEntry], ratio: float) -> list[TunedEntry]:
+    """A tuned shape's entries in the order the problem tries them: fastest first, or, where the problem's
+    call is short (its fastest entry scaled under SHORT_CALL_MS), least `eager_wait_ms` first.
+
+    Why: an entry tuned on a long call was ranked by kernel time alone, and served to a short one its
+    launcher's host time decides. 4097^3's fastest, `persistent_tma_bands` (two launches, padded copies:
+    0.256 ms against `persistent_tma_pad`'s 0.279), served the held-out 2000x3000x1500 (44 us of GPU)
+    and read 57.7-72.2 us eagerly against Inductor's 45.5-50.7 (H200, visits 114-115), where
+    `persistent_tma_pad`'s one launch read 52.7 (visit 82)."""
+    if not entries or entries[0].ms * ratio >= SHORT_CALL_MS:
+        return entries
+    return sorted(entries, key=lambda e: eager_wait_ms(e, ratio))
+
+
+def clearly_faster(entry: TunedEntry, library: TunedEntry | None, ratio: float = 1.0) -> bool:
+    """Whether a Triton entry serves instead of the library's at the same shape (its times scaled by
+    `ratio` for a problem of that many times its work).
 
     Under SHORT_CALL_MS it must be SHORT_CALL_MARGIN faster in `eager_wait_ms`: there a launcher's host
     time can outlast the kernel, and do_bench's L2 flush hides it only in part. Our launchers took 35-112
@@ -78,9 +104,9 @@ def clearly_faster(entry: TunedEntry, library: TunedEntry | None) -> bool:
     82.5 us against cuBLAS's 33.2 in one process (visit 100), 33.8 against 33.5 in another (visit 99).
     At 495x5333x71 bf16 `grouped` was tuned at 12.9 us against cuBLAS's 13.6, 10.3 of GPU time and about
     20 of host, and served it read 28.4 against 13.8 (visit 111): its host time says it waits longer."""
-    if library is None or entry.ms >= SHORT_CALL_MS:
+    if library is None or entry.ms * ratio >= SHORT_CALL_MS:
         return True
-    return eager_wait_ms(entry) * SHORT_CALL_MARGIN <= eager_wait_ms(library)
+    return eager_wait_ms(entry, ratio) * SHORT_CALL_MARGIN <= eager_wait_ms(library, ratio)
 
 
 def wave_matched_split(cfg: MatmulConfig, tuned: tuple[int, int, int], p: Problem) -> MatmulConfig:
@@ -159,8 +185,9 @@ class Dispatcher:
         )
         for shape in order:
             library = next((e for e in shapes[shape] if e.variant == LIBRARY), None)
-            for entry in shapes[shape]:
-                if entry.variant == LIBRARY or not clearly_faster(entry, library):
+            ratio = work_ratio(shape, problem)
+            for entry in short_call_order(shapes[shape], ratio):
+                if entry.variant == LIBRARY or not clearly_faster(entry, library, ratio):
                     return Choice(LIBRARY, LIBRARY_CONFIG, shape)
                 try:
                     variant = get_variant(entry.variant)

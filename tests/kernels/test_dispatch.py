@@ -213,6 +213,53 @@ def test_a_short_call_weighs_the_launchers_host_time_where_the_file_has_it(tmp_p
     assert dispatch.choose(495, 5333, 71, torch.float16, GPU).variant == serves
 
 
+PAD_128 = MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3)
+
+
+@pytest.mark.parametrize(
+    ("problem", "serves"),
+    [
+        ((2000, 3000, 1500), "persistent_tma_pad"),  # 0.13 of the work: 34 us, a short call
+        ((333, 4444, 5555), "persistent_tma_pad"),  # 0.12: 31 us
+        ((4097, 4097, 4097), "persistent_tma_bands"),  # the tuned shape: kernel times decide
+        ((4000, 4000, 3000), "persistent_tma_bands"),  # 0.70: 179 us, a long call
+    ],
+    ids=["held-out-short", "held-out-short-2", "tuned-shape", "held-out-long"],
+)
+def test_a_long_calls_entries_served_to_a_short_call_are_ranked_by_what_an_eager_caller_waits_for(
+    tmp_path, problem, serves
+):
+    """4097^3's fastest (H200 bf16, visit 114) served the held-out 2000x3000x1500, a 44 us call where its
+    two launches' host time showed (57.7-72.2 us eagerly against Inductor's 45.5-50.7, visits 114-115):
+    scaled to the problem's work, the tuned shape's entries rank by the longer of time and host time."""
+    shape = (4097, 4097, 4097)
+    entries = [
+        _entry(shape, "persistent_tma_bands", 0.2555, PAD_128, dtype="bfloat16", host_ms=0.100),
+        _entry(shape, "persistent_tma_pad", 0.2788, PAD_128, dtype="bfloat16", host_ms=0.070),
+        _entry(shape, "cublas", 1.026, dtype="bfloat16", host_ms=0.012),
+    ]
+    dispatch = Dispatcher.load(_write(tmp_path, entries))
+    assert dispatch.choose(*problem, torch.bfloat16, GPU).variant == serves
+
+
+def test_a_short_call_whose_launchers_all_wait_longer_runs_the_library(tmp_path):
+    """Where the problem's call is short, a Triton entry serves only if 5% ahead of the library in what
+    the caller waits for, whichever decides it there: the launchers' host times or the kernels' times."""
+    shape = (4096, 4096, 4096)
+    entries = [
+        _entry(shape, "persistent_tma", 0.190, PAD_128, dtype="bfloat16", host_ms=0.030),
+        _entry(shape, "grouped", 0.200, PAD_128, dtype="bfloat16", host_ms=0.025),
+        _entry(shape, "cublas", 0.195, dtype="bfloat16", host_ms=0.012),
+    ]
+    dispatch = Dispatcher.load(_write(tmp_path, entries))
+    # 1/64 of the work: 3 us of kernel for every entry; the hosts decide, and cuBLAS's is the least
+    assert dispatch.choose(1024, 1024, 1024, torch.bfloat16, GPU).variant == "cublas"
+    # a quarter: 48-50 us of kernel, past every host time: the kernels decide, and none is 5% ahead
+    assert dispatch.choose(2048, 2048, 4096, torch.bfloat16, GPU).variant == "cublas"
+    # 0.6 of it: a long call (114 us), the fastest kernel serves
+    assert dispatch.choose(4096, 4096, 2464, torch.bfloat16, GPU).variant == "persistent_tma"
+
+
 def test_unknown_gpu_warns_once_and_uses_torch(best):
     dispatch = Dispatcher.load(best, gpu_name="NVIDIA B200")
     a, b = torch.randn(8, 16), torch.randn(16, 8)
