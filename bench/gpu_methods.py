@@ -2,8 +2,8 @@
 
 - `graph_warm_us`: calls captured in a CUDA graph and replayed: GPU time only, with L2 warm (what
   `triton.testing.do_bench_cudagraph` reads);
-- `graph_flushed_us`: [zero a 256 MB buffer, call] captured, minus [zero] alone: GPU time with L2
-  flushed as do_bench flushes it, and no host time;
+- `graph_flushed_us`: [zero a 256 MB buffer, call] captured, minus [zero] alone, the two replayed in
+  pairs: GPU time with L2 flushed as do_bench flushes it, and no host time;
 - `do_bench_us`: `triton.testing.do_bench`'s median, eager, L2 flushed: the larger of a call's GPU
   time and its host time past the flush's (about 70 us on an H200);
 - `host_us`: the host's time to queue one call, the best of a few passes (one pass read twice the
@@ -24,17 +24,35 @@ import torch
 FLUSH_BYTES = 256 * 1024 * 1024  # do_bench's L2 flush: four times the H200's 60 MB of L2
 
 
-def _replay_ms(replay: Callable[[], None], replays: int) -> float:
-    """Median ms of `replay()` between two events."""
+def _timed_ms(replay: Callable[[], None]) -> float:
+    """ms of one `replay()` between two events."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(replays):
-        start.record()
-        replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    start.record()
+    replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def _replay_ms(replay: Callable[[], None], replays: int) -> float:
+    """Median ms of `replay()`."""
+    return statistics.median(_timed_ms(replay) for _ in range(replays))
+
+
+def _paired_difference_ms(first: Callable[[], None], second: Callable[[], None], replays: int) -> float:
+    """Median over `replays` pairs of first's ms minus second's, each pair replayed back to back, which
+    goes first alternating, so a clock that drifts between two blocks of replays does not enter the
+    difference. Why: timed as two blocks, one torch.matmul timed twice in the same rounds read up to 9.4%
+    apart on power-capped rows (1215-1800 MHz), within 1.4% at 1980 MHz (H200, visits 113-115); the
+    clock's drift under the cap is the suspected cause, not yet checked on a GPU with this method."""
+    differences = []
+    for i in range(replays):
+        if i % 2:
+            second_ms = _timed_ms(second)
+            differences.append(_timed_ms(first) - second_ms)
+        else:
+            differences.append(_timed_ms(first) - _timed_ms(second))
+    return statistics.median(differences)
 
 
 def captured(body: Callable[[], None]) -> torch.cuda.CUDAGraph:
@@ -75,7 +93,7 @@ class Flush:
                 self.buffer.zero_()
 
         both, alone = captured(flushed_calls), captured(flushes)
-        return (_replay_ms(both.replay, replays) - _replay_ms(alone.replay, replays)) * 1000 / calls
+        return _paired_difference_ms(both.replay, alone.replay, replays) * 1000 / calls
 
 
 def do_bench_us(fn: Callable[[], object], rep_ms: int = 60) -> float:
