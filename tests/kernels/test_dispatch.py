@@ -1,5 +1,6 @@
 """kernels.matmul: decisions from a tiny best-configs file, no tuning at call time."""
 
+import itertools
 import json
 import math
 import warnings
@@ -508,6 +509,35 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
     assert len(graphed) == 9 and {id(fn) for fn in graphed} == {id(fn) for fn in rounds}
     assert math.isnan(row.inductor_ms) and math.isnan(row.inductor_graph_ms)
     assert (row.sm_clock_mhz, row.throttle) == (1410, "sw_power_cap")
+
+
+def test_the_library_bench_tunes_a_started_shape_whole_and_starts_none_past_its_budget(
+    tmp_path, monkeypatch, device
+):
+    """`--budget-s` stops new shapes only: a shape whose tuning outlasts the budget is tuned whole, so
+    its row has its own Triton time (two rows of visits 113-114 had none, the tuning cut short)."""
+    import bench.vs_libraries as vl
+
+    monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64), (48, 32, 64)])
+    two = ([(16, 32, 16, 4, 2), (32, 32, 16, 4, 2)], 2, (1,))
+    monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: two})
+    clock = itertools.chain([0.0, 0.5], itertools.repeat(100.0))  # start, first shape's check, then past
+    monkeypatch.setattr(vl.time, "time", lambda: next(clock))
+    tuned = []
+
+    def fake_bench(fn, rep_ms=100):
+        fn()
+        tuned.append(rep_ms)
+        return 1.0
+
+    monkeypatch.setattr(vl, "bench", fake_bench)
+    monkeypatch.setattr(vl, "graph_ms", lambda fn, device: 0.5)
+    out = tmp_path / "tiny.csv"
+    args = ["--suite", "tiny", "--device", str(device), "--no-inductor", "--out", str(out), "--budget-s", "1"]
+    vl.main(args)
+    (row,) = vl.read_csv([str(out)])  # the second shape never started
+    assert (row.m, row.n) == (32, 48) and row.triton_ms == 1.0
+    assert tuned.count(100) == 3  # the library and both configs, all past the budget
 
 
 def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, capsys):
