@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from farmkit import HALF_POINTS, REPO, farm_command, measurements, subprocess_env
+from farmkit import HALF_POINTS, REPO, SLOW_HALF_SPEC, farm_command, measurements, subprocess_env, write_spec
 
 
 def _start(spec, db):
@@ -39,9 +39,10 @@ def _wait_for_rows(db, proc, at_least: int, timeout: float = 240) -> int:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "driver-sigkill"])
-def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, half_spec, stop):
-    """12 points over 4 batches: the first is stored 1-2 s into the loop, the last 7 s in (2 workers,
-    2-core machine); the tiny spec's 27 points made the run after the stop 10 s longer."""
+def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, stop):
+    """12 points over 4 batches, stored over about 3.5 s (`SLOW_HALF_SPEC`; 2 workers, 2-core machine);
+    the tiny spec's 27 points made the run after the stop 10 s longer."""
+    half_spec = write_spec(tmp_path, SLOW_HALF_SPEC, "half.yaml")
     for attempt in range(3):
         db = tmp_path / f"results-{attempt}.db"
         proc = _start(half_spec, db)
