@@ -214,7 +214,16 @@ def test_a_short_call_weighs_the_launchers_host_time_where_the_file_has_it(tmp_p
     assert dispatch.choose(495, 5333, 71, torch.float16, GPU).variant == serves
 
 
-PAD_128 = MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3)
+BIG_TILE = MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3)
+
+
+def _tuned_at(tmp_path, shape, *rows) -> Dispatcher:
+    """A dispatcher from bf16 entries at one shape, (variant, ms, host ms) each, Triton's in 128x256 tiles."""
+    entries = [
+        _entry(shape, variant, ms, None if variant == "cublas" else BIG_TILE, dtype="bfloat16", host_ms=host)
+        for variant, ms, host in rows
+    ]
+    return Dispatcher.load(_write(tmp_path, entries))
 
 
 @pytest.mark.parametrize(
@@ -233,26 +242,26 @@ def test_a_long_calls_entries_served_to_a_short_call_are_ranked_by_what_an_eager
     """4097^3's fastest (H200 bf16, visit 114) served the held-out 2000x3000x1500, a 44 us call where its
     two launches' host time showed (57.7-72.2 us eagerly against Inductor's 45.5-50.7, visits 114-115):
     scaled to the problem's work, the tuned shape's entries rank by the longer of time and host time."""
-    shape = (4097, 4097, 4097)
-    entries = [
-        _entry(shape, "persistent_tma_bands", 0.2555, PAD_128, dtype="bfloat16", host_ms=0.100),
-        _entry(shape, "persistent_tma_pad", 0.2788, PAD_128, dtype="bfloat16", host_ms=0.070),
-        _entry(shape, "cublas", 1.026, dtype="bfloat16", host_ms=0.012),
-    ]
-    dispatch = Dispatcher.load(_write(tmp_path, entries))
+    dispatch = _tuned_at(
+        tmp_path,
+        (4097, 4097, 4097),
+        ("persistent_tma_bands", 0.2555, 0.100),
+        ("persistent_tma_pad", 0.2788, 0.070),
+        ("cublas", 1.026, 0.012),
+    )
     assert dispatch.choose(*problem, torch.bfloat16, GPU).variant == serves
 
 
 def test_a_short_call_whose_launchers_all_wait_longer_runs_the_library(tmp_path):
     """Where the problem's call is short, a Triton entry serves only if 5% ahead of the library in what
     the caller waits for, whichever decides it there: the launchers' host times or the kernels' times."""
-    shape = (4096, 4096, 4096)
-    entries = [
-        _entry(shape, "persistent_tma", 0.190, PAD_128, dtype="bfloat16", host_ms=0.030),
-        _entry(shape, "grouped", 0.200, PAD_128, dtype="bfloat16", host_ms=0.025),
-        _entry(shape, "cublas", 0.195, dtype="bfloat16", host_ms=0.012),
-    ]
-    dispatch = Dispatcher.load(_write(tmp_path, entries))
+    dispatch = _tuned_at(
+        tmp_path,
+        (4096, 4096, 4096),
+        ("persistent_tma", 0.190, 0.030),
+        ("grouped", 0.200, 0.025),
+        ("cublas", 0.195, 0.012),
+    )
     # 1/64 of the work: 3 us of kernel for every entry; the hosts decide, and cuBLAS's is the least
     assert dispatch.choose(1024, 1024, 1024, torch.bfloat16, GPU).variant == "cublas"
     # a quarter: 48-50 us of kernel, past every host time: the kernels decide, and none is 5% ahead
