@@ -62,7 +62,7 @@ def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, stop):
         # the signal came: such a run says nothing about stopping, so it is run again.
         if len(saved) < HALF_POINTS:
             break
-    assert 0 < len(saved) < HALF_POINTS
+    assert 0 < len(saved) < HALF_POINTS, output[-3000:]
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         status = conn.execute("SELECT status FROM sweeps").fetchone()[0]
