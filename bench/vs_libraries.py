@@ -16,17 +16,17 @@ Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_varian
 each of the four times again as GPU time alone (ours_graph_ms, ...: CUDA graphs, L2 flushed), and
 the regime the row ran in: the lower SM clock read before and after its rounds and the throttle
 reasons seen (sm_clock_mhz, throttle; NVML through `farm.gpu`).
-triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned
-there, held-out shapes too); ours_ms is what `kernels.matmul` runs from the best-configs files of
-`--best` (the farm's export, or `--save-best` of earlier pieces) and the quick tuning of this run's
-tuned suites together. Every time is `triton.testing.do_bench`'s median with L2 flushed between
-launches. Per shape Inductor compiles first (its compile leaves Python launchers slower on the
-host), then the quick tuning runs; ours, cuBLAS, Inductor and the tuning's fastest own config are
-timed last, in rotated rounds (`--rounds`, `interleaved_medians`), the median of the rounds kept
-for each. The same rounds time each call captured in CUDA graphs with the same flush
-(`bench.gpu_methods.Flush`): GPU time with no host time, the check on the eager time, which reads a
-Python launcher's host time where it outlasts the flush. `verdicts` reports the issue's numbers on
-both, the second over the rows that have GPU times.
+triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned there,
+held-out shapes too; every shape's tuning is kept beside the table, `tuning_path`); ours_ms is what
+`kernels.matmul` runs from the best-configs files of `--best` (the farm's export, or `--save-best`
+of earlier pieces) and the quick tuning of this run's tuned suites together. Every time is
+`triton.testing.do_bench`'s median with L2 flushed between launches. Per shape Inductor compiles
+first (its compile leaves Python launchers slower on the host), then the quick tuning runs; ours,
+cuBLAS, Inductor and the tuning's fastest own config are timed last, in rotated rounds (`--rounds`,
+`interleaved_medians`), the median of the rounds kept for each. The same rounds time each call
+captured in CUDA graphs with the same flush (`bench.gpu_methods.Flush`): GPU time with no host time,
+the check on the eager time, which reads a Python launcher's host time where it outlasts the flush.
+`verdicts` reports the issue's numbers on both, the second over the rows that have GPU times.
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ HOST_PASS_MS = 20
 def call_host_ms(fn, ms: float, device: torch.device) -> float | None:
     """fn's host time a call (bench.gpu_methods.host_us), `ms` its time: for every entry, long ones too,
     as the dispatcher weighs it wherever a problem's call is short, and an entry tuned on a long call can
-    serve a short one (`kernels.dispatch.short_call_order`). The calls a pass are as many as queue about
+    serve a short one (`kernels.dispatch.serving_order`). The calls a pass are as many as queue about
     HOST_PASS_MS of GPU work, 3 to 50. None off CUDA (the interpreter's host time says nothing)."""
     from bench.gpu_methods import host_us
 
@@ -362,12 +362,14 @@ def write_best(path: Path, entries: list[dict]) -> None:
 def run(args) -> list[Row]:
     from kernels import LIBRARY_CONFIG, MatmulConfig, get_variant
     from kernels.dispatch import Dispatcher, device_name
+    from kernels.schedule import multiprocessor_count
 
     device = torch.device(args.device)
     start = time.time()
     budget_end = start + args.budget_s
     rows: list[Row] = []
-    tuned_entries: list[dict] = []
+    tuned_entries: list[dict] = []  # the tuned suites': what the dispatcher serves from
+    tunings: list[dict] = []  # every shape's, held-out too: `tuning_path`
     given = [e for path in args.best for e in json.loads(Path(path).read_text())["entries"]]
     for suite in args.suite:
         heldout = suite == "heldout"
@@ -380,7 +382,7 @@ def run(args) -> list[Row]:
                     continue
                 if time.time() > budget_end:
                     print(f"budget of {args.budget_s} s spent: stopping before {m}x{n}x{k}", flush=True)
-                    return _finish(rows, tuned_entries, args)
+                    return _finish(rows, tuned_entries, tunings, args)
                 gen = torch.Generator(device=device).manual_seed(m + 3 * n + 7 * k)
                 a = torch.randn((m, k), device=device, dtype=dtype, generator=gen)
                 b = torch.randn((k, n), device=device, dtype=dtype, generator=gen)
@@ -395,13 +397,15 @@ def run(args) -> list[Row]:
                 lib_host = call_host_ms(lambda: torch.matmul(a, b), lib_ms, device)  # noqa: B023
                 entries = tune_shape(a, b)
                 triton_best = min(entries, key=lambda e: e["ms"]) if entries else None
+                library = _entry(
+                    device_name(device), dtype, m, n, k, "cublas", lib_ms, LIBRARY_CONFIG, lib_host
+                )
+                tunings += [*entries, library]
                 if not heldout:
-                    library = _entry(
-                        device_name(device), dtype, m, n, k, "cublas", lib_ms, LIBRARY_CONFIG, lib_host
-                    )
                     tuned_entries += [*entries, library]
                 dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
-                choice = dispatch.choose(m, n, k, dtype, device_name(device))
+                sms = multiprocessor_count(device)
+                choice = dispatch.choose(m, n, k, dtype, device_name(device), programs=sms)
                 calls = {"ours": lambda: dispatch(a, b), "cublas": lambda: torch.matmul(a, b)}  # noqa: B023
                 if triton_best:  # the tuning's fastest own config, timed again beside cuBLAS
                     best_launch = get_variant(triton_best["variant"]).launch
@@ -424,7 +428,9 @@ def run(args) -> list[Row]:
                     state.sm_clock_mhz or math.nan, state.reasons,
                 )  # fmt: skip
                 rows.append(row)
-                _finish(rows, tuned_entries, args)  # after every shape: a killed piece keeps its rows
+                _finish(
+                    rows, tuned_entries, tunings, args
+                )  # after every shape: a killed piece keeps its rows
                 base = min(cublas, ind) if not math.isnan(ind) else cublas
                 print(
                     f"{suite:8s} {dtype_name_:9s} {m:>6d}x{n:<6d}x{k:<6d}"
@@ -435,7 +441,7 @@ def run(args) -> list[Row]:
                     f"  [{time.time() - t0:4.0f} s]",
                     flush=True,
                 )
-    return _finish(rows, tuned_entries, args)
+    return _finish(rows, tuned_entries, tunings, args)
 
 
 def _tmp_best(entries: list[dict], args) -> Path:
@@ -444,8 +450,15 @@ def _tmp_best(entries: list[dict], args) -> Path:
     return path
 
 
-def _finish(rows: list[Row], tuned_entries: list[dict], args) -> list[Row]:
+def tuning_path(out: str | Path) -> Path:
+    """Where a run keeps every shape's quick tuning, held-out shapes too, in the best-configs format: what
+    won each held-out shape on its own (the table keeps only its time), never read by the dispatcher."""
+    return Path(out).with_suffix(".tuning.json")
+
+
+def _finish(rows: list[Row], tuned_entries: list[dict], tunings: list[dict], args) -> list[Row]:
     write_csv(Path(args.out), rows)
+    write_best(tuning_path(args.out), tunings)
     if args.save_best:
         write_best(Path(args.save_best), tuned_entries)
     return rows

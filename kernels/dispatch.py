@@ -8,14 +8,14 @@ Nothing is tuned at call time. The file is read once; each (shape, dtype, device
 and remembered. A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
 and k), preferring shapes whose rows are aligned as the problem's are (16-byte rows or not:
 `kernels.space.unaligned_rows` says why that decides between cuBLAS and TMA), then shapes of the
-same bucket (`shape_bucket`: a decode-sized M, a skinny output with long K, or the rest), and at
-that shape the fastest entry whose config is legal for the actual problem (the variant's own
-pruning rules: an unaligned N rules out TMA, a short K rules out a split), its GROUP_SIZE_M cut to
-the problem's tile rows and its split of K to the programs the tuned shape launched
-(`wave_matched_split`). Where the problem's call is short (the tuned time scaled by the problem's
-work under 0.1 ms) what an eager caller waits for decides instead, the launcher's host time included
-where the file has it: the entry that waits least (`short_call_order`), and only if clearly ahead of
-the library (`clearly_faster`).
+same bucket (`shape_bucket`: a decode-sized M, a skinny output with long K, or the rest). At that
+shape each Triton entry is fitted to the problem (its GROUP_SIZE_M cut to the problem's tile rows,
+its split of K to the programs the tuned shape launched: `wave_matched_split`) and its time there
+estimated in rounds of programs on the GPU's SMs (`rounds_ratio`); the fastest estimate whose config
+is legal for the problem (the variant's own pruning rules: an unaligned N rules out TMA, a short K
+rules out a split) serves if it beat the library at the tuned shape (`beats_library`). Where the
+problem's call is short (an estimate under 0.1 ms) what an eager caller waits for decides instead,
+the launcher's host time included where the file has it (`serving_order`, `Candidate.eager_wait_ms`).
 Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file does not know, or no file
 at all, runs torch.matmul after a one-time warning.
 """
@@ -34,6 +34,7 @@ import torch
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
 from kernels.persistent_tma import TmaUnsupported
 from kernels.registry import UnknownVariantError, get_variant
+from kernels.schedule import multiprocessor_count
 from kernels.sizes import cdiv
 from kernels.space import Problem, dtype_name, effective_group_m, unaligned_rows
 from kernels.tuned import TunedConfigs, TunedEntry
@@ -46,7 +47,7 @@ LIBRARY = "cublas"
 DECODE_M = 64
 SKINNY_OUTPUT = 1024 * 1024
 SKINNY_K_RATIO = 8
-# A Triton entry under 0.1 ms serves only if 5% faster than the library's (`clearly_faster`): above
+# A Triton entry under 0.1 ms serves only if 5% faster than the library's (`beats_library`): above
 # one do_bench measure's spread between runs (cuBLAS at 1024x1024x16384: 53.4-55.3 us in visits 98-100).
 SHORT_CALL_MS = 0.1
 SHORT_CALL_MARGIN = 1.05
@@ -65,48 +66,87 @@ def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
 
 
 def work_ratio(tuned: tuple[int, int, int], p: Problem) -> float:
-    """The problem's product over the tuned shape's (their multiply-adds): what an entry's time is scaled
-    by to say whether the problem's call is short. A rough guess of its time (tiles and waves differ), so
-    it only decides whether host time counts, and ranks nothing among kernel times."""
+    """The problem's product over the tuned shape's (their multiply-adds)."""
     return p.m * p.n * p.k / (tuned[0] * tuned[1] * tuned[2])
 
 
-def eager_wait_ms(entry: TunedEntry, ratio: float = 1.0) -> float:
-    """What an eager caller waits for a call of this entry: the longer of its time and its launcher's
-    host time (db.queries.eager_ms's definition), its time alone where the host's was not measured;
-    for a problem `ratio` times the tuned shape's work, the time scaled by it and the host's not (a
-    launcher's host time is its Python and launches, whatever the sizes)."""
-    return max(entry.ms * ratio, entry.host_ms or 0.0)
+def rounds_ratio(
+    tuned_cfg: MatmulConfig, served_cfg: MatmulConfig, tuned: tuple[int, int, int], p: Problem, programs: int
+) -> float:
+    """How a config's time scales from the tuned shape to the problem, counted in rounds: a round is one
+    program on each of `programs` SMs, each program walking its K chunk (K / split), so the time goes as
+    ceil(tiles x split / programs) x K / split. Every variant is counted in whole rounds: a short last
+    round costs as much as a full one (the bands and stream-K variants shorten it at the tuned shape,
+    and their tuned time holds that).
+
+    Why not the ratio of work: the problem's rounds, not its work, are what a tile size carried from the
+    tuned shape costs. 4097^3's 128x256 tiles are 561 on 132 SMs (4.25 rounds); at the held-out
+    333x4444x5555 they are 54 (0.41 of one) and ran 89.9 us of GPU against the shape's own best 72.0 and
+    Inductor's 63.7 (H200 bf16, visit 114), where the work ratio had ranked them first. Over visit 114's
+    661 tuned entries carried between the suites' shapes, rounds predicted the time better than work
+    (median |log error| 0.146 against 0.203, 370 pairs; docs/perf-notes.md, visits 112-115)."""
+
+    def rounds_x_chunk(cfg: MatmulConfig, m: int, n: int, k: int) -> float:
+        launched = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k
+        return cdiv(launched, programs) * k / cfg.split_k
+
+    return rounds_x_chunk(served_cfg, p.m, p.n, p.k) / rounds_x_chunk(tuned_cfg, *tuned)
 
 
-def short_call_order(entries: list[TunedEntry], ratio: float) -> list[TunedEntry]:
-    """A tuned shape's entries in the order the problem tries them: fastest first, or, where the problem's
-    call is short (its fastest entry scaled under SHORT_CALL_MS), least `eager_wait_ms` first.
+@dataclass(frozen=True)
+class Candidate:
+    """A tuned entry as it would serve the problem: its config fitted to it and its time there, estimated
+    from the tuned time by `ratio`."""
+
+    entry: TunedEntry
+    config: MatmulConfig
+    ratio: float
+
+    @property
+    def ms(self) -> float:
+        return self.entry.ms * self.ratio
+
+    @property
+    def eager_wait_ms(self) -> float:
+        """What an eager caller waits for: the longer of the call's time and its launcher's host time
+        (db.queries.eager_ms's definition), its time alone where the host's was not measured. The host
+        time is not scaled: a launcher's host time is its Python and launches, whatever the sizes."""
+        return max(self.ms, self.entry.host_ms or 0.0)
+
+
+def serving_order(candidates: list[Candidate]) -> list[Candidate]:
+    """A tuned shape's Triton candidates in the order the problem tries them: fastest first, or, where
+    the problem's call is short (its fastest candidate under SHORT_CALL_MS), least `eager_wait_ms` first.
 
     Why: an entry tuned on a long call was ranked by kernel time alone, and served to a short one its
     launcher's host time decides. 4097^3's fastest, `persistent_tma_bands` (two launches, padded copies:
     0.256 ms against `persistent_tma_pad`'s 0.279), served the held-out 2000x3000x1500 (44 us of GPU)
     and read 57.7-72.2 us eagerly against Inductor's 45.5-50.7 (H200, visits 114-115), where
     `persistent_tma_pad`'s one launch read 52.7 (visit 82)."""
-    if not entries or entries[0].ms * ratio >= SHORT_CALL_MS:
-        return entries
-    return sorted(entries, key=lambda e: eager_wait_ms(e, ratio))
+    if not candidates or min(c.ms for c in candidates) >= SHORT_CALL_MS:
+        return sorted(candidates, key=lambda c: c.ms)
+    return sorted(candidates, key=lambda c: c.eager_wait_ms)
 
 
-def clearly_faster(entry: TunedEntry, library: TunedEntry | None, ratio: float = 1.0) -> bool:
-    """Whether a Triton entry serves instead of the library's at the same shape (its times scaled by
-    `ratio` for a problem of that many times its work).
+def beats_library(candidate: Candidate, library: TunedEntry | None) -> bool:
+    """Whether a Triton candidate serves instead of the library. The two compare at the shape where both
+    were timed: the library's time is scaled by the candidate's own ratio, so an estimate carried to
+    the problem decides among Triton configs, never against the library.
 
-    Under SHORT_CALL_MS it must be SHORT_CALL_MARGIN faster in `eager_wait_ms`: there a launcher's host
-    time can outlast the kernel, and do_bench's L2 flush hides it only in part. Our launchers took 35-112
-    us of host a call on visits 99-100's hosts, cuBLAS 15-30. 1024x1024x16384's `splitk_tma` was tuned
-    0.4-2% ahead of cuBLAS (53-55 us, three visits); served to the held-out 768x768x12288 in fp16 it read
-    82.5 us against cuBLAS's 33.2 in one process (visit 100), 33.8 against 33.5 in another (visit 99).
-    At 495x5333x71 bf16 `grouped` was tuned at 12.9 us against cuBLAS's 13.6, 10.3 of GPU time and about
-    20 of host, and served it read 28.4 against 13.8 (visit 111): its host time says it waits longer."""
-    if library is None or entry.ms * ratio >= SHORT_CALL_MS:
+    Long calls: the faster. Under SHORT_CALL_MS the candidate must be SHORT_CALL_MARGIN faster in
+    `eager_wait_ms`: there a launcher's host time can outlast the kernel, and do_bench's L2 flush hides
+    it only in part. Our launchers took 35-112 us of host a call on visits 99-100's hosts, cuBLAS 15-30.
+    1024x1024x16384's `splitk_tma` was tuned 0.4-2% ahead of cuBLAS (53-55 us, three visits); served to
+    the held-out 768x768x12288 in fp16 it read 82.5 us against cuBLAS's 33.2 in one process (visit 100),
+    33.8 against 33.5 in another (visit 99). At 495x5333x71 bf16 `grouped` was tuned at 12.9 us against
+    cuBLAS's 13.6, 10.3 of GPU time and about 20 of host, and served it read 28.4 against 13.8 (visit
+    111): its host time says it waits longer."""
+    if library is None:
         return True
-    return eager_wait_ms(entry, ratio) * SHORT_CALL_MARGIN <= eager_wait_ms(library, ratio)
+    rival = Candidate(library, LIBRARY_CONFIG, candidate.ratio)
+    if candidate.ms >= SHORT_CALL_MS:
+        return candidate.ms < rival.ms
+    return candidate.eager_wait_ms * SHORT_CALL_MARGIN <= rival.eager_wait_ms
 
 
 def wave_matched_split(cfg: MatmulConfig, tuned: tuple[int, int, int], p: Problem) -> MatmulConfig:
@@ -153,19 +193,30 @@ class Dispatcher:
                 entries.sort(key=lambda e: e.ms)
         self._decided: dict[tuple, Choice] = {}
         self._warned: set[str] = set()
-        self._device_names: dict[torch.device, str] = {}  # a name lookup costs microseconds a call
+        # a name or SM count looked up costs microseconds a call
+        self._device_names: dict[torch.device, str] = {}
+        self._programs: dict[torch.device, int] = {}
 
     @classmethod
     def load(cls, path: str | Path, *, gpu_name: str | None = None) -> Dispatcher:
         return cls(TunedConfigs.load(path), gpu_name=gpu_name)
 
-    def choose(self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str) -> Choice:
-        key = (m, n, k, dtype, gpu_name)
+    def choose(self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str, *, programs: int) -> Choice:
+        """The decision for a product on a GPU of that name with `programs` SMs."""
+        key = (m, n, k, dtype, gpu_name, programs)
         if key not in self._decided:
-            self._decided[key] = self._choose(m, n, k, dtype, gpu_name)
+            self._decided[key] = self._choose(m, n, k, dtype, gpu_name, programs)
         return self._decided[key]
 
-    def _choose(self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str) -> Choice:
+    @staticmethod
+    def _candidate(
+        entry: TunedEntry, shape: tuple[int, int, int], problem: Problem, programs: int
+    ) -> Candidate:
+        # A group taller than the problem's tile rows walks them as group_m = rows does.
+        config = wave_matched_split(effective_group_m(entry.config, problem), shape, problem)
+        return Candidate(entry, config, rounds_ratio(entry.config, config, shape, problem, programs))
+
+    def _choose(self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str, programs: int) -> Choice:
         shapes = self._table.get((gpu_name, dtype_name(dtype)))
         if not shapes:
             if gpu_name not in self._warned:
@@ -185,25 +236,31 @@ class Dispatcher:
         )
         for shape in order:
             library = next((e for e in shapes[shape] if e.variant == LIBRARY), None)
-            ratio = work_ratio(shape, problem)
-            for entry in short_call_order(shapes[shape], ratio):
-                if entry.variant == LIBRARY or not clearly_faster(entry, library, ratio):
-                    return Choice(LIBRARY, LIBRARY_CONFIG, shape)
+            candidates = [
+                self._candidate(e, shape, problem, programs) for e in shapes[shape] if e is not library
+            ]
+            for candidate in serving_order(candidates):
                 try:
-                    variant = get_variant(entry.variant)
+                    variant = get_variant(candidate.entry.variant)
                 except UnknownVariantError:  # a plugin's variant, not loaded in this program
                     continue
-                # A group taller than the problem's tile rows walks them as group_m = rows does.
-                config = wave_matched_split(effective_group_m(entry.config, problem), shape, problem)
-                if variant.space.prune(config, problem) is None:
-                    return Choice(entry.variant, config, shape)
+                if variant.space.prune(candidate.config, problem) is not None:
+                    continue
+                if beats_library(candidate, library):
+                    return Choice(candidate.entry.variant, candidate.config, shape)
+                return Choice(LIBRARY, LIBRARY_CONFIG, shape)
+            if library is not None:
+                return Choice(LIBRARY, LIBRARY_CONFIG, shape)
         return Choice(LIBRARY, LIBRARY_CONFIG, None)
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         gpu_name = self.gpu_name or self._device_names.get(a.device)
         if gpu_name is None:
             gpu_name = self._device_names[a.device] = device_name(a.device)
-        choice = self.choose(a.shape[0], b.shape[-1], a.shape[-1], a.dtype, gpu_name)
+        programs = self._programs.get(a.device)
+        if programs is None:
+            programs = self._programs[a.device] = multiprocessor_count(a.device)
+        choice = self.choose(a.shape[0], b.shape[-1], a.shape[-1], a.dtype, gpu_name, programs=programs)
         if choice.variant == LIBRARY:
             return torch.matmul(a, b)
         try:

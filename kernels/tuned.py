@@ -39,7 +39,7 @@ class TunedEntry:
     config: MatmulConfig
     tflops: float | None = None
     # The launcher's host time a call, where it was measured (the farm's host_ms; bench/vs_libraries.py's
-    # tuning): an eager caller of a short product waits for it (`kernels.dispatch.eager_wait_ms`).
+    # tuning): an eager caller of a short product waits for it (`kernels.dispatch.Candidate.eager_wait_ms`).
     host_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:

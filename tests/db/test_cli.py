@@ -246,8 +246,8 @@ def test_real_command_line_exit_code(tmp_path: Path) -> None:
 def test_export_best_carries_each_launchers_host_time_where_it_was_measured(
     farm_main, engine: Engine, target: str, out_dir: Path
 ) -> None:
-    """The dispatcher weighs a short call's host time (kernels.dispatch.eager_wait_ms): export-best passes
-    the stored host_ms on, and leaves it out for a row measured without it."""
+    """The dispatcher weighs a short call's host time (kernels.dispatch.Candidate.eager_wait_ms):
+    export-best passes the stored host_ms on, and leaves it out for a row measured without it."""
     store(
         engine,
         [

@@ -13,6 +13,7 @@ from kernels import MatmulConfig, check_accuracy, reference_matmul
 from kernels.dispatch import BEST_CONFIGS_ENV, Dispatcher, Matmul, shape_bucket
 from kernels.sizes import cdiv
 
+SMS = 132  # the H200's: the tests' entries are timed as if there
 GPU = "CPU (Triton interpreter)"  # what the farm records for interpreter rows, and device_name("cpu")
 SMALL = MatmulConfig(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=4, num_stages=2)
 SPLIT = SMALL.replace(group_m=1, split_k=4)
@@ -55,7 +56,7 @@ def best(tmp_path):
 
 def test_exact_shape_runs_the_fastest_variant(device, best):
     dispatch = Dispatcher.load(best)
-    choice = dispatch.choose(48, 40, 64, torch.float16, GPU)
+    choice = dispatch.choose(48, 40, 64, torch.float16, GPU, programs=SMS)
     assert (choice.variant, choice.config, choice.tuned_shape) == ("grouped", SMALL, (48, 40, 64))
     gen = torch.Generator().manual_seed(1)
     a = torch.randn((48, 64), generator=gen).half().to(device)
@@ -76,21 +77,26 @@ def test_shape_buckets(shape, bucket):
 def test_nearest_shape_of_the_same_bucket_wins(best):
     dispatch = Dispatcher.load(best)
     # 200x200x800 is nearer in log space (0.75 against 1.77) but tiled; 200x200x1700 is skinny-K.
-    choice = dispatch.choose(200, 200, 1700, torch.float16, GPU)
-    assert (choice.variant, choice.tuned_shape) == ("splitk", (128, 128, 4096))
-    assert dispatch.choose(220, 210, 700, torch.float16, GPU).tuned_shape == (200, 200, 800)  # control
+    assert dispatch.choose(200, 200, 1700, torch.float16, GPU, programs=SMS).tuned_shape == (128, 128, 4096)
+    assert dispatch.choose(220, 210, 700, torch.float16, GPU, programs=SMS).tuned_shape == (
+        200,
+        200,
+        800,
+    )  # control
 
 
 def test_cublas_runs_where_it_won(best):
-    choice = Dispatcher.load(best).choose(500, 520, 480, torch.float16, GPU)
+    choice = Dispatcher.load(best).choose(500, 520, 480, torch.float16, GPU, programs=SMS)
     assert (choice.variant, choice.tuned_shape) == ("cublas", (512, 512, 512))
 
 
 def test_configs_illegal_for_the_problem_are_skipped(best):
     dispatch = Dispatcher.load(best)
-    assert dispatch.choose(96, 96, 96, torch.float16, GPU).variant == "persistent_tma"  # control
+    assert (
+        dispatch.choose(96, 96, 96, torch.float16, GPU, programs=SMS).variant == "persistent_tma"
+    )  # control
     # N = 97 halves is 194 B a row: no TMA descriptor; the next entry at that shape serves it.
-    assert dispatch.choose(96, 97, 96, torch.float16, GPU).variant == "grouped"
+    assert dispatch.choose(96, 97, 96, torch.float16, GPU, programs=SMS).variant == "grouped"
 
 
 def test_unaligned_rows_prefer_a_tuned_shape_that_is_unaligned_too(tmp_path):
@@ -108,11 +114,13 @@ def test_unaligned_rows_prefer_a_tuned_shape_that_is_unaligned_too(tmp_path):
         )
     )
     # 64x64x66 is nearer 64^3 (0.03 against 0.86 in log space) but, like 96x96x100, unaligned.
-    assert dispatch.choose(64, 64, 66, torch.float16, GPU).tuned_shape == (96, 96, 100)
-    assert dispatch.choose(64, 64, 66, torch.float16, GPU).variant == "grouped"
-    assert dispatch.choose(64, 64, 72, torch.float16, GPU).variant == "cublas"  # control: aligned
+    assert dispatch.choose(64, 64, 66, torch.float16, GPU, programs=SMS).tuned_shape == (96, 96, 100)
+    assert dispatch.choose(64, 64, 66, torch.float16, GPU, programs=SMS).variant == "grouped"
+    assert (
+        dispatch.choose(64, 64, 72, torch.float16, GPU, programs=SMS).variant == "cublas"
+    )  # control: aligned
     # N = 97 unaligned, 96x96x100 too: it serves, not the aligned 64^3 either.
-    assert dispatch.choose(64, 97, 64, torch.float16, GPU).tuned_shape == (96, 96, 100)
+    assert dispatch.choose(64, 97, 64, torch.float16, GPU, programs=SMS).tuned_shape == (96, 96, 100)
 
 
 def test_a_group_taller_than_the_problem_is_cut_to_its_tile_rows(device, tmp_path):
@@ -123,9 +131,9 @@ def test_a_group_taller_than_the_problem_is_cut_to_its_tile_rows(device, tmp_pat
             tmp_path, [_entry((128, 128, 64), "grouped", 0.010, tall), _entry((128, 128, 64), "cublas", 0.02)]
         )
     )
-    choice = dispatch.choose(48, 128, 64, torch.float16, GPU)
+    choice = dispatch.choose(48, 128, 64, torch.float16, GPU, programs=SMS)
     assert (choice.variant, choice.config) == ("grouped", tall.replace(group_m=3))
-    assert dispatch.choose(16, 128, 64, torch.float16, GPU).config == tall.replace(group_m=1)
+    assert dispatch.choose(16, 128, 64, torch.float16, GPU, programs=SMS).config == tall.replace(group_m=1)
     gen = torch.Generator().manual_seed(2)
     a = torch.randn((48, 64), generator=gen).half().to(device)
     b = torch.randn((64, 128), generator=gen).half().to(device)
@@ -133,13 +141,13 @@ def test_a_group_taller_than_the_problem_is_cut_to_its_tile_rows(device, tmp_pat
     assert check_accuracy(c, reference_matmul(a, b), a.dtype, 64).ok
 
 
-def test_a_split_tuned_elsewhere_launches_no_more_programs_than_it_did_there(best):
-    """The skinny-K entry: 128x128 in 16x16 tiles split 4 is 256 programs. 80x80's 25 tiles take a
+def test_a_split_tuned_elsewhere_launches_no_more_programs_than_it_did_there(tmp_path):
+    """A skinny-K entry: 128x128 in 16x16 tiles split 4 is 256 programs. 80x80's 25 tiles take a
     split of 10, more tiles a smaller split, down to none; the tuned shape keeps its own."""
-    dispatch = Dispatcher.load(best)
-    assert dispatch.choose(128, 128, 4096, torch.float16, GPU).config == SPLIT  # control
+    dispatch = Dispatcher.load(_write(tmp_path, [_entry((128, 128, 4096), "splitk", 0.030, SPLIT)]))
+    assert dispatch.choose(128, 128, 4096, torch.float16, GPU, programs=SMS).config == SPLIT  # control
     for (m, n), split in [((80, 80), 10), ((96, 96), 7), ((192, 128), 2), ((256, 256), 1)]:
-        choice = dispatch.choose(m, n, 4096, torch.float16, GPU)
+        choice = dispatch.choose(m, n, 4096, torch.float16, GPU, programs=SMS)
         assert (choice.variant, choice.tuned_shape) == ("splitk", (128, 128, 4096)), (m, n)
         assert choice.config == SPLIT.replace(split_k=split), (m, n)
 
@@ -150,7 +158,7 @@ def test_a_rescaled_split_computes_the_product(device, tmp_path):
     dispatch = Dispatcher.load(
         _write(tmp_path, [_entry((128, 128, 512), "splitk", 0.030, SPLIT)]), gpu_name=GPU
     )
-    assert dispatch.choose(80, 96, 512, torch.float16, GPU).config == SPLIT.replace(split_k=8)
+    assert dispatch.choose(80, 96, 512, torch.float16, GPU, programs=SMS).config == SPLIT.replace(split_k=8)
     gen = torch.Generator().manual_seed(4)
     a = torch.randn((80, 512), generator=gen).half().to(device)
     b = torch.randn((512, 96), generator=gen).half().to(device)
@@ -167,8 +175,10 @@ def test_a_cluster_entry_is_not_served_where_its_split_would_fall_to_one(tmp_pat
         _entry((512, 512, 32768), "cublas", 0.040, dtype="bfloat16"),
     ]
     dispatch = Dispatcher.load(_write(tmp_path, entries), gpu_name=GPU)
-    assert dispatch.choose(1024, 1024, 32768, torch.bfloat16, GPU).config == cfg.replace(split_k=2)
-    assert dispatch.choose(2048, 1024, 32768, torch.bfloat16, GPU).variant == "cublas"
+    assert dispatch.choose(1024, 1024, 32768, torch.bfloat16, GPU, programs=SMS).config == cfg.replace(
+        split_k=2
+    )
+    assert dispatch.choose(2048, 1024, 32768, torch.bfloat16, GPU, programs=SMS).variant == "cublas"
 
 
 @pytest.mark.parametrize(
@@ -189,8 +199,10 @@ def test_a_short_call_runs_triton_only_when_clearly_ahead_of_the_library(
     if library_ms is not None:
         entries.append(_entry((256, 256, 256), "cublas", library_ms))
     dispatch = Dispatcher.load(_write(tmp_path, entries))
-    assert dispatch.choose(256, 256, 256, torch.float16, GPU).variant == serves
-    assert dispatch.choose(200, 256, 256, torch.float16, GPU).variant == serves  # served elsewhere too
+    assert dispatch.choose(256, 256, 256, torch.float16, GPU, programs=SMS).variant == serves
+    assert (
+        dispatch.choose(200, 256, 256, torch.float16, GPU, programs=SMS).variant == serves
+    )  # served elsewhere too
 
 
 @pytest.mark.parametrize(
@@ -211,7 +223,7 @@ def test_a_short_call_weighs_the_launchers_host_time_where_the_file_has_it(tmp_p
         _entry((495, 5333, 71), "cublas", library[0], host_ms=library[1]),
     ]
     dispatch = Dispatcher.load(_write(tmp_path, entries))
-    assert dispatch.choose(495, 5333, 71, torch.float16, GPU).variant == serves
+    assert dispatch.choose(495, 5333, 71, torch.float16, GPU, programs=SMS).variant == serves
 
 
 BIG_TILE = MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3)
@@ -229,10 +241,11 @@ def _tuned_at(tmp_path, shape, *rows) -> Dispatcher:
 @pytest.mark.parametrize(
     ("problem", "serves"),
     [
-        ((2000, 3000, 1500), "persistent_tma_pad"),  # 0.13 of the work: 34 us, a short call
-        ((333, 4444, 5555), "persistent_tma_pad"),  # 0.12: 31 us
+        # rounds of 128x256 tiles on 132 SMs: 5 of K 4097 at the tuned shape (561 tiles)
+        ((2000, 3000, 1500), "persistent_tma_pad"),  # 2 of K 1500 (192 tiles): 37 us, a short call
+        ((333, 4444, 5555), "persistent_tma_pad"),  # 1 of K 5555 (54 tiles): 69 us
         ((4097, 4097, 4097), "persistent_tma_bands"),  # the tuned shape: kernel times decide
-        ((4000, 4000, 3000), "persistent_tma_bands"),  # 0.70: 179 us, a long call
+        ((4000, 4000, 3000), "persistent_tma_bands"),  # 4 of K 3000 (512 tiles): 150 us, a long call
     ],
     ids=["held-out-short", "held-out-short-2", "tuned-shape", "held-out-long"],
 )
@@ -241,7 +254,7 @@ def test_a_long_calls_entries_served_to_a_short_call_are_ranked_by_what_an_eager
 ):
     """4097^3's fastest (H200 bf16, visit 114) served the held-out 2000x3000x1500, a 44 us call where its
     two launches' host time showed (57.7-72.2 us eagerly against Inductor's 45.5-50.7, visits 114-115):
-    scaled to the problem's work, the tuned shape's entries rank by the longer of time and host time."""
+    carried to the problem, the tuned shape's entries rank by the longer of time and host time."""
     dispatch = _tuned_at(
         tmp_path,
         (4097, 4097, 4097),
@@ -249,7 +262,34 @@ def test_a_long_calls_entries_served_to_a_short_call_are_ranked_by_what_an_eager
         ("persistent_tma_pad", 0.2788, 0.070),
         ("cublas", 1.026, 0.012),
     )
-    assert dispatch.choose(*problem, torch.bfloat16, GPU).variant == serves
+    assert dispatch.choose(*problem, torch.bfloat16, GPU, programs=SMS).variant == serves
+
+
+def test_a_tile_carried_to_a_problem_of_under_a_wave_is_ranked_by_its_rounds_there(tmp_path):
+    """4097^3's 128x256 tiles (561 on 132 SMs: 5 rounds) were faster there than 128x128 (1089: 9 rounds);
+    at 333x4444x5555 they are 54, one round of K 5555 on 54 SMs, and 128x128's 105 fill 105 (H200 bf16:
+    the 128x256 tiles took 89.9 us of GPU against the shape's own best 72.0, visit 114). Counted in
+    rounds, 128x128 is estimated 44 us there and 128x256 76: the smaller tile serves. A problem of many
+    rounds keeps the tuned order."""
+    entries = [
+        _entry((4097, 4097, 4097), "persistent_tma_pad", 0.2788, BIG_TILE, dtype="bfloat16"),
+        _entry(
+            (4097, 4097, 4097), "persistent_tma_pad", 0.2900, BIG_TILE.replace(block_n=128), dtype="bfloat16"
+        ),
+        _entry((4097, 4097, 4097), "cublas", 1.026, dtype="bfloat16"),
+    ]
+    dispatch = Dispatcher.load(_write(tmp_path, entries))
+
+    def tile(m, n, k, programs=SMS):
+        config = dispatch.choose(m, n, k, torch.bfloat16, GPU, programs=programs).config
+        return config.block_m, config.block_n
+
+    assert tile(4097, 4097, 4097) == (128, 256)  # control
+    assert tile(333, 4444, 5555) == (128, 128)
+    # 6000x6000: 1128 wide tiles (9 rounds), 2209 square ones (17): wide 0.50 ms, square 0.55
+    assert tile(6000, 6000, 4097) == (128, 256)
+    # on a GPU of 60 SMs the 105 square tiles take 2 rounds of 19 and the 54 wide ones 1 of 10: wide
+    assert tile(333, 4444, 5555, programs=60) == (128, 256)
 
 
 def test_a_short_call_whose_launchers_all_wait_longer_runs_the_library(tmp_path):
@@ -262,12 +302,12 @@ def test_a_short_call_whose_launchers_all_wait_longer_runs_the_library(tmp_path)
         ("grouped", 0.200, 0.025),
         ("cublas", 0.195, 0.012),
     )
-    # 1/64 of the work: 3 us of kernel for every entry; the hosts decide, and cuBLAS's is the least
-    assert dispatch.choose(1024, 1024, 1024, torch.bfloat16, GPU).variant == "cublas"
-    # a quarter: 48-50 us of kernel, past every host time: the kernels decide, and none is 5% ahead
-    assert dispatch.choose(2048, 2048, 4096, torch.bfloat16, GPU).variant == "cublas"
-    # 0.6 of it: a long call (114 us), the fastest kernel serves
-    assert dispatch.choose(4096, 4096, 2464, torch.bfloat16, GPU).variant == "persistent_tma"
+    # one round of K 1024 against 4 of 4096: 12 us of kernel; the hosts decide, and cuBLAS's is the least
+    assert dispatch.choose(1024, 1024, 1024, torch.bfloat16, GPU, programs=SMS).variant == "cublas"
+    # one round of 4096: 48-50 us of kernel, past every host time: the kernels decide, none 5% ahead
+    assert dispatch.choose(2048, 2048, 4096, torch.bfloat16, GPU, programs=SMS).variant == "cublas"
+    # 4 rounds of 2464: a long call (114 us), the fastest kernel serves
+    assert dispatch.choose(4096, 4096, 2464, torch.bfloat16, GPU, programs=SMS).variant == "persistent_tma"
 
 
 def test_unknown_gpu_warns_once_and_uses_torch(best):
@@ -278,15 +318,17 @@ def test_unknown_gpu_warns_once_and_uses_torch(best):
     assert torch.equal(c, torch.matmul(a, b))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second warning would raise here
-        assert dispatch.choose(8, 9, 16, torch.float32, "NVIDIA B200").variant == "cublas"
-    assert dispatch.choose(48, 40, 64, torch.float16, GPU).variant == "grouped"  # control: a known GPU
+        assert dispatch.choose(8, 9, 16, torch.float32, "NVIDIA B200", programs=SMS).variant == "cublas"
+    assert (
+        dispatch.choose(48, 40, 64, torch.float16, GPU, programs=SMS).variant == "grouped"
+    )  # control: a known GPU
 
 
 def test_decisions_are_made_once(best, monkeypatch):
     dispatch = Dispatcher.load(best)
-    first = dispatch.choose(48, 40, 64, torch.float16, GPU)
+    first = dispatch.choose(48, 40, 64, torch.float16, GPU, programs=SMS)
     monkeypatch.setattr(dispatch, "_choose", lambda *args: pytest.fail("decided twice"))
-    assert dispatch.choose(48, 40, 64, torch.float16, GPU) is first
+    assert dispatch.choose(48, 40, 64, torch.float16, GPU, programs=SMS) is first
 
 
 def test_matmul_loads_from_its_argument_then_the_environment(tmp_path, best, monkeypatch):
@@ -294,10 +336,10 @@ def test_matmul_loads_from_its_argument_then_the_environment(tmp_path, best, mon
     other = _write(tmp_path / "env", [_entry((48, 40, 64), "cublas", 0.001)])
     monkeypatch.setenv(BEST_CONFIGS_ENV, str(other))
     from_env = Matmul()
-    assert from_env.dispatcher.choose(48, 40, 64, torch.float16, GPU).variant == "cublas"
+    assert from_env.dispatcher.choose(48, 40, 64, torch.float16, GPU, programs=SMS).variant == "cublas"
     explicit = Matmul()
     explicit.load(best)
-    assert explicit.dispatcher.choose(48, 40, 64, torch.float16, GPU).variant == "grouped"
+    assert explicit.dispatcher.choose(48, 40, 64, torch.float16, GPU, programs=SMS).variant == "grouped"
     assert isinstance(kernels.matmul, Matmul)
 
 
@@ -547,6 +589,30 @@ def test_the_library_bench_tunes_a_started_shape_whole_and_starts_none_past_its_
     (row,) = vl.read_csv([str(out)])  # the second shape never started
     assert (row.m, row.n) == (32, 48) and row.triton_ms == 1.0
     assert tuned.count(100) == 3  # the library and both configs, all past the budget
+
+
+def test_the_library_bench_keeps_a_held_out_shapes_own_tuning_apart_from_what_it_serves(
+    tmp_path, monkeypatch, device
+):
+    """A held-out shape is tuned on its own for its triton_ms; which config won goes to the run's tuning
+    file, never to --save-best, whose entries serve held-out shapes."""
+    import bench.vs_libraries as vl
+
+    monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64)])
+    monkeypatch.setitem(vl.SUITES, "heldout", [(48, 32, 64)])
+    monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: ([(16, 32, 16, 4, 2)], 2, (1,))})
+    monkeypatch.setattr(vl, "bench", lambda fn, rep_ms=100: 1.0)
+    monkeypatch.setattr(vl, "graph_ms", lambda fn, device: 0.5)
+    out, best = tmp_path / "run.csv", tmp_path / "best.json"
+    args = ["--suite", "tiny", "heldout", "--device", str(device), "--no-inductor", "--rounds", "1"]
+    vl.main([*args, "--out", str(out), "--save-best", str(best)])
+
+    def shapes(path):
+        return {(e["m"], e["n"], e["variant"]) for e in json.loads(path.read_text())["entries"]}
+
+    tiny = {(32, 48, "persistent_tma"), (32, 48, "cublas")}
+    assert shapes(best) == tiny
+    assert shapes(vl.tuning_path(out)) == tiny | {(48, 32, "persistent_tma"), (48, 32, "cublas")}
 
 
 def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, capsys):
