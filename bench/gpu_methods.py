@@ -3,7 +3,8 @@
 - `graph_warm_us`: calls captured in a CUDA graph and replayed: GPU time only, with L2 warm (what
   `triton.testing.do_bench_cudagraph` reads);
 - `graph_flushed_us`: [zero a 256 MB buffer, call] captured, minus [zero] alone, the two replayed in
-  pairs: GPU time with L2 flushed as do_bench flushes it, and no host time;
+  pairs: GPU time with L2 flushed as do_bench flushes it, and no host time (`graphs_flushed_us`:
+  several calls' at once, their replays interleaved);
 - `do_bench_us`: `triton.testing.do_bench`'s median, eager, L2 flushed: the larger of a call's GPU
   time and its host time past the flush's (about 70 us on an H200);
 - `host_us`: the host's time to queue one call, the best of a few passes (one pass read twice the
@@ -39,20 +40,28 @@ def _replay_ms(replay: Callable[[], None], replays: int) -> float:
     return statistics.median(_timed_ms(replay) for _ in range(replays))
 
 
-def _paired_difference_ms(first: Callable[[], None], second: Callable[[], None], replays: int) -> float:
-    """Median over `replays` pairs of first's ms minus second's, each pair replayed back to back, which
-    goes first alternating, so a clock that drifts between two blocks of replays does not enter the
-    difference. Why: timed as two blocks, one torch.matmul timed twice in the same rounds read up to 9.4%
-    apart on power-capped rows (1215-1800 MHz), within 1.4% at 1980 MHz (H200, visits 113-115); the
-    clock's drift under the cap is the suspected cause, not yet checked on a GPU with this method."""
-    differences = []
-    for i in range(replays):
-        if i % 2:
-            second_ms = _timed_ms(second)
-            differences.append(_timed_ms(first) - second_ms)
-        else:
-            differences.append(_timed_ms(first) - _timed_ms(second))
-    return statistics.median(differences)
+def _interleaved_differences_ms(
+    replays_of: dict[str, Callable[[], None]], baseline: Callable[[], None], rounds: int
+) -> dict[str, float]:
+    """Each replay's ms minus the baseline's, the median over `rounds` rounds; a round replays the
+    baseline and every one of `replays_of` back to back, the order rotated a step each round, and
+    takes each difference within the round. So a clock that drifts between rounds enters no difference,
+    and every replay sees the same clocks: with one replay, pairs whose first alternates.
+
+    Why: timed as two blocks, one torch.matmul timed twice in the same rounds read up to 9.4% apart on
+    power-capped rows (1215-1800 MHz), within 1.4% at 1980 MHz (H200, visits 113-115); each contender's
+    pairs taken apart, seconds from the others', still read the same kernel 3.1-6.4% apart on the five
+    capped rows, and within 0.5% on uncapped ones (visit 116)."""
+    names = [*replays_of, None]  # None: the baseline
+    differences: dict[str, list[float]] = {name: [] for name in replays_of}
+    for r in range(rounds):
+        ms = {
+            name: _timed_ms(replays_of[name] if name else baseline)
+            for name in names[r % len(names) :] + names[: r % len(names)]
+        }
+        for name in replays_of:
+            differences[name].append(ms[name] - ms[None])
+    return {name: statistics.median(ds) for name, ds in differences.items()}
 
 
 def captured(body: Callable[[], None]) -> torch.cuda.CUDAGraph:
@@ -83,17 +92,28 @@ class Flush:
         self.buffer = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=device or torch.device("cuda"))
 
     def graph_flushed_us(self, fn: Callable[[], object], calls: int = 10, replays: int = 15) -> float:
-        def flushed_calls():
-            for _ in range(calls):
-                self.buffer.zero_()
-                fn()
+        return self.graphs_flushed_us({"fn": fn}, calls, replays)["fn"]
 
-        def flushes():
-            for _ in range(calls):
-                self.buffer.zero_()
+    def graphs_flushed_us(
+        self, fns: dict[str, Callable[[], object]], calls: int = 10, replays: int = 15
+    ) -> dict[str, float]:
+        """Each fn's time a call: [zero, fn] x calls captured, minus [zero] x calls, their replays
+        interleaved (`_interleaved_differences_ms`), so that rivals timed together see the same clocks."""
 
-        both, alone = captured(flushed_calls), captured(flushes)
-        return _paired_difference_ms(both.replay, alone.replay, replays) * 1000 / calls
+        def flushed(fn: Callable[[], object] | None) -> Callable[[], None]:
+            def body() -> None:
+                for _ in range(calls):
+                    self.buffer.zero_()
+                    if fn is not None:
+                        fn()
+
+            return body
+
+        graphs = {name: captured(flushed(fn)) for name, fn in fns.items()}
+        alone = captured(flushed(None))
+        replays_of = {name: graph.replay for name, graph in graphs.items()}
+        differences = _interleaved_differences_ms(replays_of, alone.replay, replays)
+        return {name: ms * 1000 / calls for name, ms in differences.items()}
 
 
 def do_bench_us(fn: Callable[[], object], rep_ms: int = 60) -> float:

@@ -538,17 +538,16 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
 
     graphed = []
 
-    def fake_graph_ms(fn, device):  # GPU time alone, in the same rounds
-        fn()
-        graphed.append(fn)
-        return 0.5
+    def fake_graph_times_ms(calls, device, rounds):  # GPU time alone, the calls' replays together
+        graphed.append((set(map(id, calls.values())), rounds))
+        return {name: 0.5 + i for i, name in enumerate(calls)}
 
     # the GPU's state read around the rounds: the lower clock and every throttle reason seen
     from farm.gpu import GpuState
 
     states = iter([GpuState(1980, 40, 0), GpuState(1410, 61, 0x4)])
     monkeypatch.setattr(vl, "bench", fake_bench)
-    monkeypatch.setattr(vl, "graph_ms", fake_graph_ms)
+    monkeypatch.setattr(vl, "graph_times_ms", fake_graph_times_ms)
     monkeypatch.setattr(vl, "gpu_state", lambda device: next(states))
     out = tmp_path / "tiny.csv"
     # the test's device: on a GPU machine Triton's interpreter is off, and a CPU tensor fails every config
@@ -556,8 +555,8 @@ def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, 
     (row,) = vl.read_csv([str(out)])
     assert (row.ours_ms, row.triton_ms, row.cublas_ms) == (7.0, 7.0, 7.0)
     assert len(rounds) == 9  # ours, cuBLAS and the own winner, three rounds each
-    assert (row.ours_graph_ms, row.triton_graph_ms, row.cublas_graph_ms) == (0.5, 0.5, 0.5)
-    assert len(graphed) == 9 and {id(fn) for fn in graphed} == {id(fn) for fn in rounds}
+    assert (row.ours_graph_ms, row.cublas_graph_ms, row.triton_graph_ms) == (0.5, 1.5, 2.5)  # by name
+    assert graphed == [({id(fn) for fn in rounds}, 3)]  # the rounds' calls, timed together once
     assert math.isnan(row.inductor_ms) and math.isnan(row.inductor_graph_ms)
     assert (row.sm_clock_mhz, row.throttle) == (1410, "sw_power_cap")
 
@@ -582,7 +581,7 @@ def test_the_library_bench_tunes_a_started_shape_whole_and_starts_none_past_its_
         return 1.0
 
     monkeypatch.setattr(vl, "bench", fake_bench)
-    monkeypatch.setattr(vl, "graph_ms", lambda fn, device: 0.5)
+    monkeypatch.setattr(vl, "graph_times_ms", lambda calls, device, rounds: dict.fromkeys(calls, 0.5))
     out = tmp_path / "tiny.csv"
     args = ["--suite", "tiny", "--device", str(device), "--no-inductor", "--out", str(out), "--budget-s", "1"]
     vl.main(args)
@@ -602,7 +601,7 @@ def test_the_library_bench_keeps_a_held_out_shapes_own_tuning_apart_from_what_it
     monkeypatch.setitem(vl.SUITES, "heldout", [(48, 32, 64)])
     monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: ([(16, 32, 16, 4, 2)], 2, (1,))})
     monkeypatch.setattr(vl, "bench", lambda fn, rep_ms=100: 1.0)
-    monkeypatch.setattr(vl, "graph_ms", lambda fn, device: 0.5)
+    monkeypatch.setattr(vl, "graph_times_ms", lambda calls, device, rounds: dict.fromkeys(calls, 0.5))
     out, best = tmp_path / "run.csv", tmp_path / "best.json"
     args = ["--suite", "tiny", "heldout", "--device", str(device), "--no-inductor", "--rounds", "1"]
     vl.main([*args, "--out", str(out), "--save-best", str(best)])

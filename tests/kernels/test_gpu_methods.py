@@ -28,7 +28,7 @@ def test_the_paired_difference_cancels_a_drifting_clock_that_two_blocks_of_repla
     def alone():
         return 10.0
 
-    paired = gm._paired_difference_ms(both, alone, replays=5)
+    paired = gm._interleaved_differences_ms({"both": both}, alone, rounds=5)["both"]
     # the true difference is 2 ms, the clock 1-11% slow over the ten replays
     assert paired == pytest.approx(2.0 * 1.06, rel=0.03)
     assert [r.__name__ for r in replays] == ["both", "alone", "alone", "both"] * 2 + ["both", "alone"]
@@ -40,5 +40,26 @@ def test_the_paired_difference_cancels_a_drifting_clock_that_two_blocks_of_repla
 
 def test_on_a_steady_clock_both_ways_read_the_same(monkeypatch):
     _drifting_gpu(monkeypatch, 0.0)
-    assert gm._paired_difference_ms(lambda: 12.0, lambda: 10.0, replays=5) == 2.0
+    assert gm._interleaved_differences_ms({"x": lambda: 12.0}, lambda: 10.0, rounds=5) == {"x": 2.0}
     assert gm._replay_ms(lambda: 12.0, 5) - gm._replay_ms(lambda: 10.0, 5) == 2.0
+
+
+def test_rivals_timed_together_see_the_same_clocks(monkeypatch):
+    """Two graphs of one kernel (12 ms with the flushes, 10 without) and a faster rival on a clock that
+    falls 1% a replay: replayed in rotated rounds, each difference within its round, the two read the
+    same and the rival reads its own gap; timed one after the other (each contender's pairs in its
+    turn, as before visit 117) the second copy of the kernel reads 15% longer than the first."""
+    replays = _drifting_gpu(monkeypatch, 0.01)
+    ours, cublas, rival = (lambda: 12.0), (lambda: 12.0), (lambda: 11.0)
+    together = gm._interleaved_differences_ms(
+        {"ours": ours, "cublas": cublas, "rival": rival}, lambda: 10.0, 8
+    )
+    assert together["ours"] == pytest.approx(together["cublas"], rel=0.03)
+    assert together["rival"] == pytest.approx(together["ours"] / 2, rel=0.1)
+    assert len(replays) == 4 * 8
+    replays.clear()
+    apart = {
+        name: gm._interleaved_differences_ms({name: fn}, lambda: 10.0, 8)[name]
+        for name, fn in (("ours", ours), ("cublas", cublas))
+    }
+    assert apart["cublas"] / apart["ours"] > 1.1
