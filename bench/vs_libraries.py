@@ -322,6 +322,30 @@ def tune_shape(a, b) -> list[dict]:
     return entries
 
 
+def library_entries(a, b) -> list[dict]:
+    """The library's entries in the best-configs format: torch.matmul, and where rows are not 16-byte
+    aligned torch.matmul over padded copies too (`kernels.cublas.padded_matmul`), checked as the
+    tuning's configs are."""
+    from kernels import LIBRARY_CONFIG, Problem, check_accuracy, reference_matmul
+    from kernels.cublas import padded_matmul
+    from kernels.dispatch import LIBRARY, LIBRARY_PADDED, device_name
+    from kernels.space import unaligned_rows
+
+    (m, k), n = a.shape, b.shape[1]
+    ways = {LIBRARY: torch.matmul}
+    if unaligned_rows(Problem(m, n, k, a.dtype)) is not None:
+        ways[LIBRARY_PADDED] = padded_matmul
+    entries = []
+    for name, fn in ways.items():
+        if name != LIBRARY and not check_accuracy(fn(a, b), reference_matmul(a, b), a.dtype, k).ok:
+            print(f"  WRONG {name}", flush=True)
+            continue
+        ms = bench(lambda: fn(a, b))  # noqa: B023 (called here)
+        host = call_host_ms(lambda: fn(a, b), ms, a.device)  # noqa: B023 (called here)
+        entries.append(_entry(device_name(a.device), a.dtype, m, n, k, name, ms, LIBRARY_CONFIG, host))
+    return entries
+
+
 # GPU time a pass of host_us's calls may queue: 50 calls under 0.4 ms, 3 of a 13 ms 16384^3 call.
 HOST_PASS_MS = 20
 
@@ -374,7 +398,7 @@ def write_best(path: Path, entries: list[dict]) -> None:
 
 
 def run(args) -> list[Row]:
-    from kernels import LIBRARY_CONFIG, MatmulConfig, get_variant
+    from kernels import MatmulConfig, get_variant
     from kernels.dispatch import Dispatcher, device_name
     from kernels.schedule import multiprocessor_count
 
@@ -407,16 +431,12 @@ def run(args) -> list[Row]:
                 # in the state the rounds time it in (256x256x65536 bf16, tuning against rounds:
                 # 40.5 against 87.1 us tuned before the compile, 40.8 against 41.6 after; visits 89, 91).
                 inductor = None if args.no_inductor else inductor_compiled(a, b)
-                lib_ms = bench(lambda: torch.matmul(a, b))  # noqa: B023  (the dispatcher's table entry)
-                lib_host = call_host_ms(lambda: torch.matmul(a, b), lib_ms, device)  # noqa: B023
+                libraries = library_entries(a, b)  # the dispatcher's table entries for the library
                 entries = tune_shape(a, b)
                 triton_best = min(entries, key=lambda e: e["ms"]) if entries else None
-                library = _entry(
-                    device_name(device), dtype, m, n, k, "cublas", lib_ms, LIBRARY_CONFIG, lib_host
-                )
-                tunings += [*entries, library]
+                tunings += [*entries, *libraries]
                 if not heldout:
-                    tuned_entries += [*entries, library]
+                    tuned_entries += [*entries, *libraries]
                 dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
                 sms = multiprocessor_count(device)
                 choice = dispatch.choose(m, n, k, dtype, device_name(device), programs=sms)
