@@ -16,9 +16,8 @@ is legal for the problem (the variant's own pruning rules: an unaligned N rules 
 rules out a split) serves if it beat the library at the tuned shape (`beats_library`). Where the
 problem's call is short (an estimate under 0.1 ms) what an eager caller waits for decides instead,
 the launcher's host time included where the file has it (`serving_order`, `Candidate.eager_wait_ms`).
-Where cuBLAS was fastest, torch.matmul runs (`cublas`), or torch.matmul over operands padded to
-16-byte rows where the file says that was faster still (`cublas_pad`). A GPU the file does not know,
-or no file at all, runs torch.matmul after a one-time warning.
+Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file does not know, or no file
+at all, runs torch.matmul after a one-time warning.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from pathlib import Path
 import torch
 
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
-from kernels.cublas import padded_matmul
 from kernels.persistent_tma import TmaUnsupported
 from kernels.registry import UnknownVariantError, get_variant
 from kernels.schedule import multiprocessor_count
@@ -43,10 +41,6 @@ from kernels.tuned import TunedConfigs, TunedEntry
 
 BEST_CONFIGS_ENV = "FARM_BEST_CONFIGS"
 LIBRARY = "cublas"
-# The library over operands padded to 16-byte rows (`kernels.cublas.padded_matmul`), where rows are
-# not: an entry of the quick tuning (bench/vs_libraries.py), not a farm variant.
-LIBRARY_PADDED = "cublas_pad"
-LIBRARIES = (LIBRARY, LIBRARY_PADDED)
 # Buckets, from the H200 measurements: at M <= 64 (decode) the weights' read dominates and split-K
 # or cuBLAS's GEMV-like kernels win; with an output under 1024x1024 and K >= 8x its side, split-K
 # and stream-K win (512x512x32768: 468 vs 310 TFLOP/s for cuBLAS vs inductor); the rest is tiled.
@@ -241,14 +235,9 @@ class Dispatcher:
             ),
         )
         for shape in order:
-            # the library's fastest way at the tuned shape: as it is, or over padded rows
-            library = min(
-                (e for e in shapes[shape] if e.variant in LIBRARIES), key=lambda e: e.ms, default=None
-            )
+            library = next((e for e in shapes[shape] if e.variant == LIBRARY), None)
             candidates = [
-                self._candidate(e, shape, problem, programs)
-                for e in shapes[shape]
-                if e.variant not in LIBRARIES
+                self._candidate(e, shape, problem, programs) for e in shapes[shape] if e is not library
             ]
             for candidate in serving_order(candidates):
                 try:
@@ -259,9 +248,9 @@ class Dispatcher:
                     continue
                 if beats_library(candidate, library):
                     return Choice(candidate.entry.variant, candidate.config, shape)
-                break
+                return Choice(LIBRARY, LIBRARY_CONFIG, shape)
             if library is not None:
-                return Choice(library.variant, LIBRARY_CONFIG, shape)
+                return Choice(LIBRARY, LIBRARY_CONFIG, shape)
         return Choice(LIBRARY, LIBRARY_CONFIG, None)
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -274,8 +263,6 @@ class Dispatcher:
         choice = self.choose(a.shape[0], b.shape[-1], a.shape[-1], a.dtype, gpu_name, programs=programs)
         if choice.variant == LIBRARY:
             return torch.matmul(a, b)
-        if choice.variant == LIBRARY_PADDED:
-            return padded_matmul(a, b)
         try:
             return get_variant(choice.variant).launch(a, b, choice.config)
         except TmaUnsupported:  # a layout the shape could not tell (a strided view): the library

@@ -19,6 +19,11 @@ def _start(spec, db):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # Ctrl-C's SIGINT as a terminal's foreground driver gets it: a shell's background job (a CI
+        # runner's `cmd &`) starts its children with SIGINT ignored, and a driver that inherits that
+        # never sees the stop (three fresh-clone runs of session 22 and two of session 21 measured all
+        # 12 points after the signal).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

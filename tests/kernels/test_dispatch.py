@@ -123,31 +123,6 @@ def test_unaligned_rows_prefer_a_tuned_shape_that_is_unaligned_too(tmp_path):
     assert dispatch.choose(64, 97, 64, torch.float16, GPU, programs=SMS).tuned_shape == (96, 96, 100)
 
 
-def test_the_library_over_padded_rows_serves_where_it_was_the_fastest_way(device, tmp_path):
-    """4097^3 bf16 on the H200 (visit 116): torch.matmul 1050 us, over rows padded to 4104 181.5 (plus
-    the copies), this project's best 245.8. The padded library is the library there: a Triton entry
-    must beat the faster of the two, and the product is the unpadded one, N columns of it."""
-    shape = (40, 36, 33)  # N and K of 72 and 66 bytes in fp16
-    entries = [
-        _entry(shape, "cublas", 0.0500),
-        _entry(shape, "cublas_pad", 0.0100),
-        _entry(shape, "grouped", 0.0200, SMALL),
-    ]
-    dispatch = Dispatcher.load(_write(tmp_path, entries), gpu_name=GPU)
-    assert dispatch.choose(*shape, torch.float16, GPU, programs=SMS).variant == "cublas_pad"
-    assert dispatch.choose(48, 36, 33, torch.float16, GPU, programs=SMS).variant == "cublas_pad"  # carried
-    gen = torch.Generator().manual_seed(5)
-    a = torch.randn((40, 33), generator=gen).half().to(device)
-    b = torch.randn((33, 36), generator=gen).half().to(device)
-    c = dispatch(a, b)
-    assert c.shape == (40, 36) and check_accuracy(c, reference_matmul(a, b), a.dtype, 33).ok
-    slower = [e if e["variant"] != "cublas_pad" else {**e, "ms": 0.0300} for e in entries]
-    assert (
-        Dispatcher.load(_write(tmp_path, slower)).choose(*shape, torch.float16, GPU, programs=SMS).variant
-        == "grouped"
-    )
-
-
 def test_a_group_taller_than_the_problem_is_cut_to_its_tile_rows(device, tmp_path):
     """group_m 8 tuned on 8 tile rows serves a problem of 3 (and of 1) instead of being refused."""
     tall = SMALL.replace(group_m=8)
@@ -637,21 +612,6 @@ def test_the_library_bench_keeps_a_held_out_shapes_own_tuning_apart_from_what_it
     tiny = {(32, 48, "persistent_tma"), (32, 48, "cublas")}
     assert shapes(best) == tiny
     assert shapes(vl.tuning_path(out)) == tiny | {(48, 32, "persistent_tma"), (48, 32, "cublas")}
-
-
-def test_the_library_bench_times_the_library_over_padded_rows_where_rows_are_unaligned(device, monkeypatch):
-    import bench.vs_libraries as vl
-
-    timed = []
-    monkeypatch.setattr(vl, "bench", lambda fn, rep_ms=100: timed.append(fn()) or 1.0)
-    gen = torch.Generator().manual_seed(6)
-    ways = {}
-    for n in (48, 45):  # 96 and 90 bytes a row of B and C in fp16
-        a = torch.randn((32, 64), generator=gen).half().to(device)
-        b = torch.randn((64, n), generator=gen).half().to(device)
-        ways[n] = [e["variant"] for e in vl.library_entries(a, b)]
-    assert ways == {48: ["cublas"], 45: ["cublas", "cublas_pad"]}
-    assert [tuple(c.shape) for c in timed] == [(32, 48), (32, 45), (32, 45)]
 
 
 def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, capsys):
