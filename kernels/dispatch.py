@@ -65,11 +65,6 @@ def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     return sum(abs(math.log(x / y)) for x, y in zip(a, b))
 
 
-def work_ratio(tuned: tuple[int, int, int], p: Problem) -> float:
-    """The problem's product over the tuned shape's (their multiply-adds)."""
-    return p.m * p.n * p.k / (tuned[0] * tuned[1] * tuned[2])
-
-
 def rounds_ratio(
     tuned_cfg: MatmulConfig, served_cfg: MatmulConfig, tuned: tuple[int, int, int], p: Problem, programs: int
 ) -> float:
@@ -82,9 +77,10 @@ def rounds_ratio(
     Why not the ratio of work: the problem's rounds, not its work, are what a tile size carried from the
     tuned shape costs. 4097^3's 128x256 tiles are 561 on 132 SMs (4.25 rounds); at the held-out
     333x4444x5555 they are 54 (0.41 of one) and ran 89.9 us of GPU against the shape's own best 72.0 and
-    Inductor's 63.7 (H200 bf16, visit 114), where the work ratio had ranked them first. Over visit 114's
-    661 tuned entries carried between the suites' shapes, rounds predicted the time better than work
-    (median |log error| 0.146 against 0.203, 370 pairs; docs/perf-notes.md, visits 112-115)."""
+    Inductor's 63.7 (H200 bf16, visit 114), where the work ratio had ranked them first; ranked in rounds,
+    128x128 served, 71.8 us (visit 120). Over the held-out shapes tuned on their own too (visit 116),
+    the configs picked by rounds took 1.08 of the best Triton time there at the geomean, by work 1.16
+    (docs/perf-notes.md, visits 116-120)."""
 
     def rounds_x_chunk(cfg: MatmulConfig, m: int, n: int, k: int) -> float:
         launched = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k
