@@ -95,10 +95,16 @@ class Flush:
         return self.graphs_flushed_us({"fn": fn}, calls, replays)["fn"]
 
     def graphs_flushed_us(
-        self, fns: dict[str, Callable[[], object]], calls: int = 10, replays: int = 15
+        self,
+        fns: dict[str, Callable[[], object]],
+        calls: int = 10,
+        replays: int = 15,
+        on_capture_error: Callable[[str, Exception], None] | None = None,
     ) -> dict[str, float]:
         """Each fn's time a call: [zero, fn] x calls captured, minus [zero] x calls, their replays
-        interleaved (`_interleaved_differences_ms`), so that rivals timed together see the same clocks."""
+        interleaved (`_interleaved_differences_ms`), so that rivals timed together see the same clocks.
+        A fn that cannot be captured (it syncs, or allocates outside the caching allocator) raises, or
+        with `on_capture_error` is reported to it and left out."""
 
         def flushed(fn: Callable[[], object] | None) -> Callable[[], None]:
             def body() -> None:
@@ -109,9 +115,15 @@ class Flush:
 
             return body
 
-        graphs = {name: captured(flushed(fn)) for name, fn in fns.items()}
+        replays_of = {}
+        for name, fn in fns.items():
+            try:
+                replays_of[name] = captured(flushed(fn)).replay
+            except Exception as exc:
+                if on_capture_error is None:
+                    raise
+                on_capture_error(name, exc)
         alone = captured(flushed(None))
-        replays_of = {name: graph.replay for name, graph in graphs.items()}
         differences = _interleaved_differences_ms(replays_of, alone.replay, replays)
         return {name: ms * 1000 / calls for name, ms in differences.items()}
 

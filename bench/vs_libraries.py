@@ -226,18 +226,13 @@ def graph_times_ms(
     Together, within 0.0-1.7% on the LLM suite's 17 capped rows (1365-1965 MHz, visits 118-119)."""
     if device.type != "cuda":
         return {}
-    flush = _flush(device)
-    try:  # 10 calls a replay, not the probes' 15: a 16384^3 call takes 12 ms
-        return {name: us / 1000 for name, us in flush.graphs_flushed_us(calls, 10, 5 * rounds).items()}
-    except Exception:  # a callable that syncs or allocates outside the caching allocator: which one?
-        capturable = {}
-        for name, fn in calls.items():
-            try:
-                flush.graph_flushed_us(fn, calls=1, replays=1)
-                capturable[name] = fn
-            except Exception as exc:
-                print(f"  no graph time for {name}: {str(exc)[:120]}", flush=True)
-        return graph_times_ms(capturable, device, rounds) if len(capturable) < len(calls) else {}
+
+    def said(name: str, exc: Exception) -> None:
+        print(f"  no graph time for {name}: {str(exc)[:120]}", flush=True)
+
+    # 10 calls a replay, not the probes' 15: a 16384^3 call takes 12 ms
+    times = _flush(device).graphs_flushed_us(calls, 10, 5 * rounds, on_capture_error=said)
+    return {name: us / 1000 for name, us in times.items()}
 
 
 @functools.cache

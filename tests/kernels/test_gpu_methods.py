@@ -63,3 +63,27 @@ def test_rivals_timed_together_see_the_same_clocks(monkeypatch):
         for name, fn in (("ours", ours), ("cublas", cublas))
     }
     assert apart["cublas"] / apart["ours"] > 1.1
+
+
+def test_a_rival_that_cannot_be_captured_is_reported_and_the_rest_timed_together(monkeypatch):
+    """Inductor's callable or a launcher that syncs fails its capture: the row keeps its rivals' GPU times."""
+    _drifting_gpu(monkeypatch, 0.0)
+    ran: list[str] = []
+
+    def captured(body):
+        ran.clear()
+        body()  # the flushes and calls, as capture runs them
+        if "bad" in ran:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        ms = 10.0 + 2.0 * len(ran)  # the flushes alone 10 ms; a rival's call 2 ms more
+        return type("Graph", (), {"replay": staticmethod(lambda: ms)})
+
+    monkeypatch.setattr(gm, "captured", captured)
+    flush = object.__new__(gm.Flush)  # no 256 MB buffer: the fake capture only counts the calls
+    flush.buffer = type("Buffer", (), {"zero_": lambda self: None})()
+    fns = {"ours": lambda: ran.append("ours"), "bad": lambda: ran.append("bad")}
+    reported = []
+    times = flush.graphs_flushed_us(fns, calls=1, replays=3, on_capture_error=lambda n, e: reported.append(n))
+    assert reported == ["bad"] and times == {"ours": pytest.approx(2000.0)}
+    with pytest.raises(RuntimeError, match="capturing"):
+        flush.graphs_flushed_us(fns, calls=1, replays=3)
