@@ -217,7 +217,7 @@ def graph_times_ms(
     calls: dict[str, Callable[[], object]], device: torch.device, rounds: int
 ) -> dict[str, float]:
     """ms: each call's GPU time in CUDA graphs with L2 flushed, the calls' replays interleaved over 5
-    rounds a `--rounds` (`Flush.graphs_flushed_us`); a call that cannot be captured is said and left
+    rounds per `--rounds` round (`Flush.graphs_flushed_us`); a call that cannot be captured is said and left
     out, the rest timed together; nothing off CUDA.
 
     Why together: each call's replays taken apart, in its turn of the rotated rounds, read the same
@@ -437,9 +437,8 @@ def run(args) -> list[Row]:
                     state.sm_clock_mhz or math.nan, state.reasons,
                 )  # fmt: skip
                 rows.append(row)
-                _finish(
-                    rows, tuned_entries, tunings, args
-                )  # after every shape: a killed piece keeps its rows
+                # after every shape: a killed piece keeps its rows
+                _finish(rows, tuned_entries, tunings, args)
                 base = min(cublas, ind) if not math.isnan(ind) else cublas
                 print(
                     f"{suite:8s} {dtype_name_:9s} {m:>6d}x{n:<6d}x{k:<6d}"
