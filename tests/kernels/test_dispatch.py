@@ -78,11 +78,8 @@ def test_nearest_shape_of_the_same_bucket_wins(best):
     dispatch = Dispatcher.load(best)
     # 200x200x800 is nearer in log space (0.75 against 1.77) but tiled; 200x200x1700 is skinny-K.
     assert dispatch.choose(200, 200, 1700, torch.float16, GPU, programs=SMS).tuned_shape == (128, 128, 4096)
-    assert dispatch.choose(220, 210, 700, torch.float16, GPU, programs=SMS).tuned_shape == (
-        200,
-        200,
-        800,
-    )  # control
+    # control: a tiled problem takes the tiled shape
+    assert dispatch.choose(220, 210, 700, torch.float16, GPU, programs=SMS).tuned_shape == (200, 200, 800)
 
 
 def test_cublas_runs_where_it_won(best):
@@ -92,9 +89,8 @@ def test_cublas_runs_where_it_won(best):
 
 def test_configs_illegal_for_the_problem_are_skipped(best):
     dispatch = Dispatcher.load(best)
-    assert (
-        dispatch.choose(96, 96, 96, torch.float16, GPU, programs=SMS).variant == "persistent_tma"
-    )  # control
+    # control: 96x96x96 takes its fastest entry
+    assert dispatch.choose(96, 96, 96, torch.float16, GPU, programs=SMS).variant == "persistent_tma"
     # N = 97 halves is 194 B a row: no TMA descriptor; the next entry at that shape serves it.
     assert dispatch.choose(96, 97, 96, torch.float16, GPU, programs=SMS).variant == "grouped"
 
@@ -116,9 +112,8 @@ def test_unaligned_rows_prefer_a_tuned_shape_that_is_unaligned_too(tmp_path):
     # 64x64x66 is nearer 64^3 (0.03 against 0.86 in log space) but, like 96x96x100, unaligned.
     assert dispatch.choose(64, 64, 66, torch.float16, GPU, programs=SMS).tuned_shape == (96, 96, 100)
     assert dispatch.choose(64, 64, 66, torch.float16, GPU, programs=SMS).variant == "grouped"
-    assert (
-        dispatch.choose(64, 64, 72, torch.float16, GPU, programs=SMS).variant == "cublas"
-    )  # control: aligned
+    # control: 64x64x72 is aligned, and 64^3's cuBLAS serves it
+    assert dispatch.choose(64, 64, 72, torch.float16, GPU, programs=SMS).variant == "cublas"
     # N = 97 unaligned, 96x96x100 too: it serves, not the aligned 64^3 either.
     assert dispatch.choose(64, 97, 64, torch.float16, GPU, programs=SMS).tuned_shape == (96, 96, 100)
 
@@ -175,9 +170,8 @@ def test_a_cluster_entry_is_not_served_where_its_split_would_fall_to_one(tmp_pat
         _entry((512, 512, 32768), "cublas", 0.040, dtype="bfloat16"),
     ]
     dispatch = Dispatcher.load(_write(tmp_path, entries), gpu_name=GPU)
-    assert dispatch.choose(1024, 1024, 32768, torch.bfloat16, GPU, programs=SMS).config == cfg.replace(
-        split_k=2
-    )
+    split2 = cfg.replace(split_k=2)
+    assert dispatch.choose(1024, 1024, 32768, torch.bfloat16, GPU, programs=SMS).config == split2
     assert dispatch.choose(2048, 1024, 32768, torch.bfloat16, GPU, programs=SMS).variant == "cublas"
 
 
@@ -200,9 +194,8 @@ def test_a_short_call_runs_triton_only_when_clearly_ahead_of_the_library(
         entries.append(_entry((256, 256, 256), "cublas", library_ms))
     dispatch = Dispatcher.load(_write(tmp_path, entries))
     assert dispatch.choose(256, 256, 256, torch.float16, GPU, programs=SMS).variant == serves
-    assert (
-        dispatch.choose(200, 256, 256, torch.float16, GPU, programs=SMS).variant == serves
-    )  # served elsewhere too
+    # served elsewhere too
+    assert dispatch.choose(200, 256, 256, torch.float16, GPU, programs=SMS).variant == serves
 
 
 @pytest.mark.parametrize(
@@ -319,9 +312,8 @@ def test_unknown_gpu_warns_once_and_uses_torch(best):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second warning would raise here
         assert dispatch.choose(8, 9, 16, torch.float32, "NVIDIA B200", programs=SMS).variant == "cublas"
-    assert (
-        dispatch.choose(48, 40, 64, torch.float16, GPU, programs=SMS).variant == "grouped"
-    )  # control: a known GPU
+    # control: a known GPU
+    assert dispatch.choose(48, 40, 64, torch.float16, GPU, programs=SMS).variant == "grouped"
 
 
 def test_decisions_are_made_once(best, monkeypatch):
