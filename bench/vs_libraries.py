@@ -376,6 +376,7 @@ def run(args) -> list[Row]:
     from kernels.schedule import multiprocessor_count
 
     device = torch.device(args.device)
+    sms = multiprocessor_count(device)
     start = time.time()
     budget_end = start + args.budget_s
     rows: list[Row] = []
@@ -415,7 +416,6 @@ def run(args) -> list[Row]:
                 if not heldout:
                     tuned_entries += [*entries, library]
                 dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
-                sms = multiprocessor_count(device)
                 choice = dispatch.choose(m, n, k, dtype, device_name(device), programs=sms)
                 calls = {"ours": lambda: dispatch(a, b), "cublas": lambda: torch.matmul(a, b)}  # noqa: B023
                 if triton_best:  # the tuning's fastest own config, timed again beside cuBLAS

@@ -189,9 +189,8 @@ class Dispatcher:
                 entries.sort(key=lambda e: e.ms)
         self._decided: dict[tuple, Choice] = {}
         self._warned: set[str] = set()
-        # a name or SM count looked up costs microseconds a call
-        self._device_names: dict[torch.device, str] = {}
-        self._programs: dict[torch.device, int] = {}
+        # device -> (its name, its SMs): looked up on every call they cost microseconds
+        self._devices: dict[torch.device, tuple[str, int]] = {}
 
     @classmethod
     def load(cls, path: str | Path, *, gpu_name: str | None = None) -> Dispatcher:
@@ -250,13 +249,13 @@ class Dispatcher:
         return Choice(LIBRARY, LIBRARY_CONFIG, None)
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        gpu_name = self.gpu_name or self._device_names.get(a.device)
-        if gpu_name is None:
-            gpu_name = self._device_names[a.device] = device_name(a.device)
-        programs = self._programs.get(a.device)
-        if programs is None:
-            programs = self._programs[a.device] = multiprocessor_count(a.device)
-        choice = self.choose(a.shape[0], b.shape[-1], a.shape[-1], a.dtype, gpu_name, programs=programs)
+        device = self._devices.get(a.device)
+        if device is None:
+            device = self._devices[a.device] = (device_name(a.device), multiprocessor_count(a.device))
+        gpu_name, programs = device
+        choice = self.choose(
+            a.shape[0], b.shape[-1], a.shape[-1], a.dtype, self.gpu_name or gpu_name, programs=programs
+        )
         if choice.variant == LIBRARY:
             return torch.matmul(a, b)
         try:
