@@ -20,6 +20,10 @@ columns 0-4095 are four whole waves and column 4096 the tail. A tail that thin (
 columns or fewer) runs through `splitk_tma`, its K split to fill a wave: in `tail_tile`'s 32x32
 tiles each of the 129 programs ran the whole 65-step K loop, about 25 us; split in 4 over 33 tiles of
 128x16 the padded bands took 0.2474 ms against 0.2671 (bf16, CUDA graphs, visits 82 and 85).
+A tail whose `tail_tile`s would be smaller than the config's tile halved to 128x128 runs in those
+larger tiles with K split to fill the wave, where K is long enough for two splits (`split_tail_config`):
+at 3072^3 the 256-row tail in 96 tiles of 128x64 ran at a third of the main band's rate (ncu, visit 124:
+tensor pipes 32% busy against 90%).
 Constraints and errors are `persistent_tma`'s (`check_tma`), for both bands.
 """
 
@@ -34,6 +38,7 @@ from kernels.operands import check_operands
 from kernels.persistent_tma import launch_into, padded, tma_output
 from kernels.registry import register_variant
 from kernels.schedule import THIN_TAIL, Bands, cdiv, multiprocessor_count, thin_tail_split, wave_bands
+from kernels.space import shared_memory_elements
 from kernels.splitk_tma import launch_into as splitk_tma_into
 
 # Tail tiles up to 128x128 run on one warpgroup (4 warps, 128 fp32 accumulators a thread at most):
@@ -60,20 +65,59 @@ def thin_tail_config(cfg: MatmulConfig, bands: Bands, m: int, n: int, k: int, pr
     return cfg.replace(block_m=bm, block_n=bn, group_m=1, split_k=split, num_warps=4)
 
 
-# the cut, the tail's config, and whether the tail is thin (split-K, `splitk_tma`)
+# A split tail's largest tile, its warps there, and its stages. At 3072^3 (bf16, H200, CUDA graphs with
+# L2 flushed, visits 125-127) the bands took 89.3-89.7 us with the tail in 96 tiles of 128x64, 83.3-83.7
+# in 48 tiles of 128x128 split 2 (96 programs, 8 warps, 4 stages; 84.3 with 4 warps), 86.3 with 3 stages,
+# 89.4 in 24 of 128x256 split 5; fp16 91.3-91.7 -> 85.5-85.8. cuBLAS 74.3-75.0 and 76.4-76.6, the main
+# band alone 67.4. Behind a 128x128 main band (4 stages) a 3-stage split tail lost (97.9 against 96.3).
+SPLIT_TAIL_MAX = 128 * 128
+SPLIT_TAIL_WARPS = 8
+SPLIT_TAIL_STAGES = 4
+
+
+def split_tail_config(
+    cfg: MatmulConfig, bands: Bands, m: int, n: int, k: int, programs: int
+) -> MatmulConfig | None:
+    """`splitk_tma`'s config for a tail in the config's tile halved (longer side first) to at most
+    SPLIT_TAIL_MAX, K split to fill a wave (`thin_tail_split`), SPLIT_TAIL_STAGES stages. None where that
+    tile is no larger than `tail_tile`'s, K does not split in two, or the stages (and the whole C tile
+    `splitk_tma` stages) would take more shared memory than the main band's config (half a C tile),
+    which is known to fit the device."""
+    bm, bn = cfg.block_m, cfg.block_n
+    while bm * bn > SPLIT_TAIL_MAX:
+        bm, bn = (bm, bn // 2) if bn >= bm else (bm // 2, bn)
+    if bm * bn <= bands.tail_block_m * bands.tail_block_n:
+        return None
+    tail_m, tail_n = (m - bands.cut, n) if bands.axis == "m" else (m, n - bands.cut)
+    split = thin_tail_split(cdiv(tail_m, bm) * cdiv(tail_n, bn), cdiv(k, cfg.block_k), programs)
+    warps = SPLIT_TAIL_WARPS if bm * bn == SPLIT_TAIL_MAX else 4
+    tail = cfg.replace(
+        block_m=bm, block_n=bn, group_m=1, split_k=split, num_warps=warps, num_stages=SPLIT_TAIL_STAGES
+    )
+    tail_smem = shared_memory_elements(tail, bm * bn)
+    if split < 2 or tail_smem > shared_memory_elements(cfg, cfg.block_m * cfg.block_n // 2):
+        return None
+    return tail
+
+
+# the cut, the tail's config, and whether the tail runs split-K (`splitk_tma`)
 BandPlan = tuple[Bands, MatmulConfig, bool]
 
 
 @functools.lru_cache(maxsize=1024)
 def band_plan(m: int, n: int, k: int, cfg: MatmulConfig, programs: int) -> BandPlan | None:
-    """The cut, the tail's config and whether the tail is thin (then `splitk_tma` runs it), once per
-    shape and config: the two launches already take 60 us of host a call (3072^3, visit 82), and
-    making a config (MatmulConfig checks every field) each call would add to it."""
+    """The cut, the tail's config and whether the tail runs split-K (`splitk_tma`: thin tails, and tails
+    whose K splits in larger tiles), once per shape and config: the two launches already take 60 us of
+    host a call (3072^3, visit 82), and making a config (MatmulConfig checks every field) each call would
+    add to it."""
     bands = wave_bands(m, n, cfg.block_m, cfg.block_n, programs)
     if bands is None:
         return None
     if (m if bands.axis == "m" else n) - bands.cut <= THIN_TAIL:
         return bands, thin_tail_config(cfg, bands, m, n, k, programs), True
+    split = split_tail_config(cfg, bands, m, n, k, programs)
+    if split is not None:
+        return bands, split, True
     return bands, tail_config(cfg, bands), False
 
 
@@ -85,8 +129,8 @@ def persistent_tma_bands(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) ->
     plan = band_plan(m, n, a.shape[1], cfg, multiprocessor_count(a.device))
     if plan is None:
         return launch_into(a, b, c, cfg)
-    bands, tail, thin = plan
-    tail_launch = splitk_tma_into if thin else launch_into
+    bands, tail, split = plan
+    tail_launch = splitk_tma_into if split else launch_into
     cut = bands.cut
     if bands.axis == "m":
         launch_into(a[:cut], b, c[:cut], cfg)

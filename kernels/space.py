@@ -79,9 +79,14 @@ def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+def shared_memory_elements(cfg: MatmulConfig, staged_c_elements: int) -> int:
+    """Shared memory a kernel holds, in elements: num_stages A and B tiles, and the C it stages."""
+    return (cfg.block_m + cfg.block_n) * cfg.block_k * cfg.num_stages + staged_c_elements
+
+
 def _shared_memory_error(cfg: MatmulConfig, p: Problem, staged_c_elements: int) -> str | None:
-    """num_stages A and B tiles, plus what the epilogue stages of C, against the device's limit."""
-    need = ((cfg.block_m + cfg.block_n) * cfg.block_k * cfg.num_stages + staged_c_elements) * p.elem_bytes
+    """`shared_memory_elements` against the device's limit."""
+    need = shared_memory_elements(cfg, staged_c_elements) * p.elem_bytes
     return f"needs {need} B of shared memory > {p.smem_limit}" if need > p.smem_limit else None
 
 

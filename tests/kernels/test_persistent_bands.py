@@ -166,14 +166,8 @@ def test_thin_tail_split_fills_one_wave_and_keeps_four_k_tiles_a_split(tiles, k_
     assert thin_tail_split(tiles, k_tiles, H200_SMS) == expected
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
-@pytest.mark.parametrize(
-    ("m", "n", "axis"),
-    [pytest.param(129, 64, "m", id="one-row"), pytest.param(64, 129, "n", id="one-column")],
-)
-def test_a_thin_tail_runs_split_k(device, monkeypatch, m, n, axis, dtype):
-    """A tail of one row (or column), cut at 128 on 4 SMs, runs through `splitk_tma` in tiles 16
-    across, K (150: 10 tiles of 16) split in two; the main band through `persistent_tma`."""
+def _recorded_band_launches(monkeypatch) -> list[tuple]:
+    """On 4 SMs, each band's launch as (launcher, C's shape, block_m, block_n, split_k)."""
     monkeypatch.setattr(pb, "multiprocessor_count", lambda device: 4)
     launches = []
     for name in ("launch_into", "splitk_tma_into"):
@@ -184,6 +178,18 @@ def test_a_thin_tail_runs_split_k(device, monkeypatch, m, n, axis, dtype):
             return real(a, b, c, cfg)
 
         monkeypatch.setattr(pb, name, record)
+    return launches
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize(
+    ("m", "n", "axis"),
+    [pytest.param(129, 64, "m", id="one-row"), pytest.param(64, 129, "n", id="one-column")],
+)
+def test_a_thin_tail_runs_split_k(device, monkeypatch, m, n, axis, dtype):
+    """A tail of one row (or column), cut at 128 on 4 SMs, runs through `splitk_tma` in tiles 16
+    across, K (150: 10 tiles of 16) split in two; the main band through `persistent_tma`."""
+    launches = _recorded_band_launches(monkeypatch)
     k = 150
     a, b = _random((m, k), dtype, device, 7), _random((k, n), dtype, device, 8)
     c = get_variant("persistent_tma_bands").launch(a, b, CFG)
@@ -208,3 +214,47 @@ def test_tail_config_runs_tiles_up_to_128x128_on_one_warpgroup():
     assert pb.tail_config(cfg, Bands("m", 2816, 128, 64)) == cfg.replace(block_n=64, num_warps=4)
     assert pb.tail_config(cfg, Bands("m", 896, 128, 128)) == cfg.replace(block_n=128, num_warps=4)
     assert pb.tail_config(cfg, Bands("m", 2432, 128, 256)) == cfg  # a tail of whole tiles
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "expected"),
+    [
+        # 256 x 3072 left: 48 tiles of 128x128, split in two (96 programs), not 96 of 128x64 whole
+        (3072, 3072, 3072, MatmulConfig(128, 128, 64, group_m=1, split_k=2, num_warps=8, num_stages=4)),
+        (3072, 3072, 448, None),  # 7 K tiles: no split keeps 4 each
+        (1000, 14336, 4096, None),  # the tail's own tiles are 128x128 already
+        (16384, 16384, 16384, None),
+    ],
+)
+def test_a_tail_of_small_tiles_runs_split_in_larger_ones(m, n, k, expected):
+    cfg = MatmulConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3)
+    bands = wave_bands(m, n, cfg.block_m, cfg.block_n, H200_SMS)
+    assert pb.split_tail_config(cfg, bands, m, n, k, H200_SMS) == expected
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_a_split_tail_matches_fp64(device, monkeypatch, dtype):
+    """150 x 40 on 4 SMs: rows 0-127 in 32x32 tiles, the 22 rows left in 32x32 tiles too (2 of them,
+    not 3 of 32x16), K (160: 10 tiles of 16) split in two through `splitk_tma`. The main config's 5 stages
+    leave room for the tail's 4 and its whole C tile (5,632 elements against 5,120)."""
+    launches = _recorded_band_launches(monkeypatch)
+    m, n, k = 150, 40, 160
+    a, b = _random((m, k), dtype, device, 9), _random((k, n), dtype, device, 10)
+    c = get_variant("persistent_tma_bands").launch(a, b, CFG.replace(num_stages=5))
+    acc = check_accuracy(c, reference_matmul(a, b), dtype, k)
+    assert c.shape == (m, n) and acc.ok, f"rel_err {acc.rel_err:.3g} > {acc.tolerance:.3g}"
+    assert launches == [("launch_into", (128, 40), 32, 32, 1), ("splitk_tma_into", (22, 40), 32, 32, 2)]
+
+
+@pytest.mark.parametrize(
+    ("main", "expected"),
+    [
+        (MatmulConfig(128, 256, 64, num_warps=8, num_stages=3), (128, 128, 64, 4)),  # 81,920 <= 90,112
+        (MatmulConfig(128, 128, 64, num_warps=8, num_stages=4), None),  # 81,920 > 73,728 elements
+        (MatmulConfig(128, 256, 128, num_warps=8, num_stages=2), None),  # 147,456 > 114,688
+    ],
+)
+def test_a_split_tail_takes_four_stages_within_the_main_bands_shared_memory(main, expected):
+    bands = wave_bands(3072, 3072, main.block_m, main.block_n, H200_SMS)
+    tail = pb.split_tail_config(main, bands, 3072, 3072, 3072, H200_SMS)
+    assert (tail and (tail.block_m, tail.block_n, tail.block_k, tail.num_stages)) == expected
