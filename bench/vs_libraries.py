@@ -370,6 +370,17 @@ def write_best(path: Path, entries: list[dict]) -> None:
     )
 
 
+def shapes_outside(only: list[str], suites: list[str]) -> list[str]:
+    """Each `--only` shape that none of `suites` holds, with the suites that do: such a run would time
+    nothing for it (visit 131 asked the skinny suite for 640x640x24576, a ragged row, and wrote none)."""
+
+    def holders(shape: str) -> list[str]:
+        return [name for name, shapes in SUITES.items() if shape in {f"{m}x{n}x{k}" for m, n, k in shapes}]
+
+    stray = [shape for shape in only if not set(holders(shape)) & set(suites)]
+    return [f"{shape} (in {', '.join(holders(shape)) or 'no suite'})" for shape in stray]
+
+
 def run(args) -> list[Row]:
     from kernels import LIBRARY_CONFIG, MatmulConfig, get_variant
     from kernels.dispatch import Dispatcher, device_name
@@ -592,6 +603,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.rep_ms < 1:
         parser.error(f"--rounds and --rep-ms must be at least 1 (got {args.rounds} and {args.rep_ms})")
+    if stray := shapes_outside(args.only, args.suite):
+        parser.error(f"--only names shapes none of --suite {' '.join(args.suite)} holds: {'; '.join(stray)}")
     rows = run(args)
     print(f"\nwrote {len(rows)} rows to {args.out}")
     print("\n".join(verdicts(rows)))

@@ -632,3 +632,18 @@ def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, c
     assert "held-out:     1.000" in graphs and "held-out:     0.400" in eager
     (legacy,) = read_csv([str(before)])
     assert math.isnan(legacy.ours_graph_ms)
+
+
+def test_the_library_bench_refuses_only_shapes_its_suites_do_not_hold(capsys):
+    """`--suite skinny --only 640x640x24576` would time nothing (a ragged row): said before any work."""
+    from bench.vs_libraries import main, shapes_outside
+
+    assert shapes_outside(["512x512x32768", "640x640x24576", "7x7x7"], ["skinny"]) == [
+        "640x640x24576 (in ragged)",
+        "7x7x7 (in no suite)",
+    ]
+    assert shapes_outside(["640x640x24576"], ["skinny", "ragged"]) == []
+    with pytest.raises(SystemExit) as exit_:
+        main(["--suite", "skinny", "--only", "640x640x24576", "--no-inductor"])
+    assert exit_.value.code == 2
+    assert "640x640x24576 (in ragged)" in capsys.readouterr().err
