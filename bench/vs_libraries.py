@@ -15,9 +15,12 @@
 Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config, then
 each of the four times again as GPU time alone (ours_graph_ms, ...: CUDA graphs, L2 flushed), and
 the regime the row ran in: the lower SM clock read before and after its rounds and the throttle
-reasons seen (sm_clock_mhz, throttle; NVML through `farm.gpu`).
+reasons seen (sm_clock_mhz, throttle; NVML through `farm.gpu`), and triton_graph_config, the own
+kernel triton_graph_ms timed.
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned there,
-held-out shapes too; every shape's tuning is kept beside the table, `tuning_path`); ours_ms is what
+held-out shapes too; every shape's tuning is kept beside the table, `tuning_path`, each config with
+its eager, host and GPU times): the fastest eagerly, and triton_graph_ms the fastest on GPU time
+alone, which may be another config (where a launcher's host time decides the eager time); ours_ms is what
 `kernels.matmul` runs from the best-configs files of `--best` (the farm's export, or `--save-best`
 of earlier pieces) and the quick tuning of this run's tuned suites together. Every time is
 `triton.testing.do_bench`'s median with L2 flushed between launches. Per shape Inductor compiles
@@ -192,6 +195,10 @@ class Row:
     # under sustained load runs power-capped at about 1300-1600 MHz against 1980). Empty before visit 113.
     sm_clock_mhz: float = math.nan
     throttle: str = ""
+    # Which own kernel triton_graph_ms timed: the tuning's fastest on GPU time alone, which need not be
+    # triton_ms's (the fastest eagerly, host time included). Empty before visit 134: those rows' GPU
+    # column timed the eager pick.
+    triton_graph_config: str = ""
 
     def times(self, graph: bool) -> tuple[float, ...]:
         """(ours, own Triton, cuBLAS, Inductor) ms: eager (do_bench) or GPU time alone (graphs)."""
@@ -288,9 +295,10 @@ def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype, prog
 
 
 def tune_shape(a, b) -> list[dict]:
-    """Every quick config of every variant on this shape: entries in the best-configs format. A shape
-    started is tuned whole (`--budget-s` only stops new shapes): cut by the budget, two rows of visits
-    113-114 had no own Triton time and served what a part of the tuning had found."""
+    """Every quick config of every variant on this shape: entries in the best-configs format, each with its
+    eager time (`ms`), host time and GPU time alone (`gpu_ms`, on CUDA). A shape started is tuned whole
+    (`--budget-s` only stops new shapes): cut by the budget, two rows of visits 113-114 had no own Triton
+    time and served what a part of the tuning had found."""
     from kernels import check_accuracy, get_variant, reference_matmul
     from kernels.dispatch import device_name
     from kernels.schedule import multiprocessor_count
@@ -302,21 +310,28 @@ def tune_shape(a, b) -> list[dict]:
     for variant in QUICK:
         launch = get_variant(variant).launch
         for cfg in quick_configs(variant, m, n, k, a.dtype, multiprocessor_count(a.device)):
+            call = functools.partial(launch, a, b, cfg)
             try:
-                out = launch(a, b, cfg)
-                if not check_accuracy(out, ref, a.dtype, k).ok:
+                if not check_accuracy(call(), ref, a.dtype, k).ok:
                     print(f"  WRONG {variant} {cfg.key}", flush=True)
                     continue
                 # eager, as `kernels.matmul`'s callers wait: picked on GPU time alone, the tuning had the
                 # dispatcher serve `persistent_tma_bands` at 495x5333x71 bf16 (9.6 us of GPU against
                 # cuBLAS's 10.5), which took 76.2 us eagerly against 13.4 (visit 103)
-                ms = bench(lambda: launch(a, b, cfg))  # noqa: B023 (called here)
-                host = call_host_ms(lambda: launch(a, b, cfg), ms, a.device)  # noqa: B023 (called here)
+                ms = bench(call)
+                host = call_host_ms(call, ms, a.device)
+                gpu = graph_times_ms({"config": call}, a.device, rounds=1).get("config")
             except Exception as exc:  # out of resources and the like: skip the config
                 print(f"  skip {variant} {cfg.key}: {str(exc)[:120]}", flush=True)
                 continue
-            entries.append(_entry(device_name(a.device), a.dtype, m, n, k, variant, ms, cfg, host))
+            entries.append(_entry(device_name(a.device), a.dtype, m, n, k, variant, ms, cfg, host, gpu))
     return entries
+
+
+def fastest(entries: list[dict], time_key: str) -> dict | None:
+    """The entry least in `time_key` (`ms`, eager; `gpu_ms`, GPU time alone) among those that have it."""
+    timed = [e for e in entries if e.get(time_key) is not None]
+    return min(timed, key=lambda e: e[time_key]) if timed else None
 
 
 # GPU time a pass of host_us's calls may queue: 50 calls under 0.4 ms, 3 of a 13 ms 16384^3 call.
@@ -335,7 +350,9 @@ def call_host_ms(fn, ms: float, device: torch.device) -> float | None:
     return host_us(fn, calls=max(3, min(50, int(HOST_PASS_MS / ms)))) / 1000
 
 
-def _entry(gpu, dtype, m, n, k, variant, ms, cfg, host_ms: float | None = None) -> dict:
+def _entry(
+    gpu, dtype, m, n, k, variant, ms, cfg, host_ms: float | None = None, gpu_ms: float | None = None
+) -> dict:
     from kernels.space import dtype_name
 
     entry = {
@@ -349,7 +366,8 @@ def _entry(gpu, dtype, m, n, k, variant, ms, cfg, host_ms: float | None = None) 
         "tflops": 2 * m * n * k / ms * 1e-9,
         "config": cfg.as_dict(),
     }
-    return entry if host_ms is None else {**entry, "host_ms": host_ms}
+    optional = {"host_ms": host_ms, "gpu_ms": gpu_ms}
+    return entry | {key: value for key, value in optional.items() if value is not None}
 
 
 def _mm(x, y):
@@ -382,7 +400,7 @@ def shapes_outside(only: list[str], suites: list[str]) -> list[str]:
 
 
 def run(args) -> list[Row]:
-    from kernels import LIBRARY_CONFIG, MatmulConfig, get_variant
+    from kernels import LIBRARY_CONFIG
     from kernels.dispatch import Dispatcher, device_name
     from kernels.schedule import multiprocessor_count
 
@@ -419,7 +437,11 @@ def run(args) -> list[Row]:
                 lib_ms = bench(lambda: torch.matmul(a, b))  # noqa: B023  (the dispatcher's table entry)
                 lib_host = call_host_ms(lambda: torch.matmul(a, b), lib_ms, device)  # noqa: B023
                 entries = tune_shape(a, b)
-                triton_best = min(entries, key=lambda e: e["ms"]) if entries else None
+                triton_best = fastest(entries, "ms")
+                # the GPU column's own kernel is the one fastest on the GPU: at 640x640x24576 fp16 the eager
+                # pick, a pointer split-K chosen for its launcher's 42 us of host against the TMA split-K's
+                # 63-73, took 45.0 us of GPU (cuBLAS 37.0; visit 129's TMA pick 39.4): 0.82 (visit 133)
+                gpu_best = fastest(entries, "gpu_ms") or triton_best
                 library = _entry(
                     device_name(device), dtype, m, n, k, "cublas", lib_ms, LIBRARY_CONFIG, lib_host
                 )
@@ -429,16 +451,16 @@ def run(args) -> list[Row]:
                 dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
                 choice = dispatch.choose(m, n, k, dtype, device_name(device), programs=sms)
                 calls = {"ours": lambda: dispatch(a, b), "cublas": lambda: torch.matmul(a, b)}  # noqa: B023
-                if triton_best:  # the tuning's fastest own config, timed again beside cuBLAS
-                    best_launch = get_variant(triton_best["variant"]).launch
-                    best_cfg = MatmulConfig.from_dict(triton_best["config"])
-                    calls["triton"] = functools.partial(best_launch, a, b, best_cfg)
                 if inductor is not None:
                     calls["inductor"] = inductor
+                graph_calls = dict(calls)
+                if triton_best:  # the tuning's fastest own configs, timed again beside cuBLAS
+                    calls["triton"] = own_call(triton_best, a, b)
+                    graph_calls["triton"] = own_call(gpu_best, a, b)
                 measures = {name: functools.partial(bench, fn, args.rep_ms) for name, fn in calls.items()}
                 before = gpu_state(device)
                 final = interleaved_medians(measures, args.rounds)
-                graphs = graph_times_ms(calls, device, args.rounds)
+                graphs = graph_times_ms(graph_calls, device, args.rounds)
                 state = before.merge(gpu_state(device))
                 ours, cublas, ind = final["ours"], final["cublas"], final.get("inductor", math.nan)
                 row = Row(
@@ -446,6 +468,7 @@ def run(args) -> list[Row]:
                     cublas, ind, choice.variant, choice.config.key,
                     *(graphs.get(name, math.nan) for name in CONTENDERS),
                     state.sm_clock_mhz or math.nan, state.reasons,
+                    own_label(gpu_best) if "triton" in graphs else "",
                 )  # fmt: skip
                 rows.append(row)
                 # after every shape: a killed piece keeps its rows
@@ -461,6 +484,22 @@ def run(args) -> list[Row]:
                     flush=True,
                 )
     return _finish(rows, tuned_entries, tunings, args)
+
+
+def own_call(entry: dict, a: torch.Tensor, b: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """The entry's own kernel on a and b."""
+    from kernels import MatmulConfig, get_variant
+
+    return functools.partial(
+        get_variant(entry["variant"]).launch, a, b, MatmulConfig.from_dict(entry["config"])
+    )
+
+
+def own_label(entry: dict) -> str:
+    """`variant config-key`: which own kernel a row's GPU column timed."""
+    from kernels import MatmulConfig
+
+    return f"{entry['variant']} {MatmulConfig.from_dict(entry['config']).key}"
 
 
 def _tmp_best(entries: list[dict], args) -> Path:
@@ -504,6 +543,7 @@ def read_csv(paths: list[str]) -> list[Row]:
                     float(r["ours_ms"]), float(r["triton_ms"]), float(r["cublas_ms"]),
                     float(r["inductor_ms"]), r["ours_variant"], r["ours_config"], *graphs,
                     float(r.get("sm_clock_mhz") or "nan"), r.get("throttle") or "",
+                    r.get("triton_graph_config") or "",
                 )  # fmt: skip
                 rows[(row.m, row.n, row.k, row.dtype)] = row
     return list(rows.values())

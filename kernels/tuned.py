@@ -41,6 +41,9 @@ class TunedEntry:
     # The launcher's host time a call, where it was measured (the farm's host_ms; bench/vs_libraries.py's
     # tuning): an eager caller of a short product waits for it (`kernels.dispatch.Candidate.eager_wait_ms`).
     host_ms: float | None = None
+    # The product's GPU time alone (CUDA graphs, L2 flushed), where measured (bench/vs_libraries.py's
+    # tuning): what the kernel itself costs, where `ms` (eager) also holds the launcher's host time.
+    gpu_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as the file holds it; the config through MatmulConfig.as_dict, extras included."""
@@ -58,8 +61,10 @@ class TunedEntry:
             "tflops": self.tflops,
             "config": config,
         }
-        if self.host_ms is not None:  # optional in v1: files without it keep loading, and say the same
-            entry["host_ms"] = self.host_ms
+        # optional in v1: files without them keep loading, and say the same
+        entry.update(
+            {key: value for key in ("host_ms", "gpu_ms") if (value := getattr(self, key)) is not None}
+        )
         return entry
 
     @classmethod
@@ -75,6 +80,7 @@ class TunedEntry:
             MatmulConfig.from_dict(e["config"]),
             e.get("tflops"),
             e.get("host_ms"),
+            e.get("gpu_ms"),
         )
 
 

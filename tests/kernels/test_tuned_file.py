@@ -20,6 +20,7 @@ ENTRIES = [
         MatmulConfig(extras=(("num_sms", 132),)),
         3.1,
         0.02,
+        0.0081,
     ),
     TunedEntry(
         "NVIDIA H200",
@@ -42,6 +43,7 @@ def test_save_then_load_keeps_every_entry(tmp_path) -> None:
     assert doc["entries"][0]["config"]["extras"] == {"num_sms": 132}
     assert "extras" not in doc["entries"][1]["config"]  # v1's layout when a config has none
     assert doc["entries"][0]["host_ms"] == 0.02 and "host_ms" not in doc["entries"][1]  # optional in v1
+    assert doc["entries"][0]["gpu_ms"] == 0.0081 and "gpu_ms" not in doc["entries"][1]
     assert TunedConfigs.load(path).entries == ENTRIES
 
 
