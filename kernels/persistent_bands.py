@@ -130,7 +130,9 @@ def persistent_tma_bands(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) ->
     if plan is None:
         return launch_into(a, b, c, cfg)
     bands, tail, split = plan
-    tail_launch = splitk_tma_into if split else launch_into
+    # the split tail may take SMs as the main band's programs exit (programmatic dependent launch):
+    # they write apart, and the tail reads nothing the main band writes
+    tail_launch = functools.partial(splitk_tma_into, overlapping=True) if split else launch_into
     cut = bands.cut
     if bands.axis == "m":
         launch_into(a[:cut], b, c[:cut], cfg)

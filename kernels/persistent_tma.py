@@ -36,10 +36,11 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.config import MatmulConfig
-from kernels.launching import DirectCalls
+from kernels.launching import DirectCalls, dependent_launch
 from kernels.operands import check_operands
 from kernels.pitched import aligned_rows, pitched_copy
 from kernels.registry import register_variant
@@ -111,7 +112,7 @@ class TmaPlan:
         constexprs = {
             "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
             **constexprs, "A_TRANSPOSED": a_transposed, "B_TRANSPOSED": b_transposed,
-            "INPUT_PRECISION": cfg.input_precision,
+            "INPUT_PRECISION": cfg.input_precision, "PDL": dependent_launch(a.device),
         }  # fmt: skip
         return cls(a_desc, b_desc, c_desc, a_transposed, b_transposed, grid, constexprs)
 
@@ -178,7 +179,10 @@ def _persistent_tma_kernel(
     A_TRANSPOSED: tl.constexpr,
     B_TRANSPOSED: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    if PDL:  # a kernel queued next with programmatic dependent launch may take SMs as they free
+        gdc_launch_dependents()
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)

@@ -57,10 +57,11 @@ import functools
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.config import ConfigError, MatmulConfig
-from kernels.launching import DirectCalls
+from kernels.launching import DirectCalls, dependent_launch
 from kernels.operands import check_operands
 from kernels.persistent_tma import TmaPlan, TmaUnsupported, checked_plan
 from kernels.registry import register_variant
@@ -74,8 +75,10 @@ def _splitk_tma_kernel(
     a_desc, b_desc, c_desc, ws_ptr, counts_ptr, M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, SUM_APART: tl.constexpr, A_TRANSPOSED: tl.constexpr, B_TRANSPOSED: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    if PDL:  # the reduce queued next with programmatic dependent launch may become resident and wait
+        gdc_launch_dependents()
     pid = tl.program_id(0)
     tile = pid // SPLIT_K
     pid_m, pid_n, pid_k = splitk_tile_jit(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M, SPLIT_K)
@@ -107,6 +110,10 @@ def _splitk_tma_kernel(
                 total += tl.load(ws_ptr + (tile * SPLIT_K + s) * tile_size + slot, cache_modifier=".cg")
             tl.store(counts_ptr + tile, 0)  # zeroed for the next launch
             c_desc.store([off_m, off_n], total.to(c_desc.dtype))
+    if PDL:
+        # Launched overlapping the kernel before it (`launch_into(..., overlapping=True)`), this kernel
+        # ends only after that one: work queued after it then follows both. Otherwise a no-op.
+        gdc_wait()
 
 
 # (device, stream) -> int32 counters the kernel leaves zeroed
@@ -129,6 +136,7 @@ def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
 _CALLS = DirectCalls(_splitk_tma_kernel)
 _APART_CALLS = DirectCalls(_splitk_tma_kernel)  # the same keys, compiled with SUM_APART
 _CLUSTER_CALLS = DirectCalls(_splitk_tma_kernel)  # SUM_APART in clusters of CLUSTER_CTAS
+_OVERLAP_CALLS = DirectCalls(_splitk_tma_kernel)  # the same keys, launched with programmatic dependent launch
 
 
 def _plan(
@@ -189,14 +197,22 @@ def _summed_apart(calls: DirectCalls, a, b, c, cfg: MatmulConfig, num_ctas: int 
         key, plan.grid, (*plan.descriptors(a, b, c), ws, ws, m, n, k), plan.constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, num_ctas=num_ctas,
     )  # fmt: skip
-    return reduce_splits(ws, c)
+    return reduce_splits(ws, c, overlap=dependent_launch(c.device))
 
 
-def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
-    """The split-K kernel into c (any of a, b, c may be views TMA can describe: `check_tma`)."""
+def launch_into(
+    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig, overlapping: bool = False
+) -> torch.Tensor:
+    """The split-K kernel into c (any of a, b, c may be views TMA can describe: `check_tma`).
+
+    overlapping: launched with programmatic dependent launch where the device has it, so it may start
+    while the kernel queued before it runs: only after a kernel of this project's that writes nothing
+    this one reads (the bands' main band beside their tail); it ends after that kernel does."""
     m, k = a.shape
     n = b.shape[1]
-    key, plan = checked_plan(_CALLS, a, b, c, cfg, _plan)
+    overlapping = overlapping and dependent_launch(a.device)
+    calls = _OVERLAP_CALLS if overlapping else _CALLS
+    key, plan = checked_plan(calls, a, b, c, cfg, _plan)
     if cfg.split_k == 1:  # the kernel touches neither
         ws = counts = c
     else:
@@ -204,8 +220,8 @@ def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulCo
         counts = zeroed_counters(tiles, a.device)
         slots = plan.grid[0] * cfg.block_m * cfg.block_n  # a partial tile for each program
         ws = torch.empty(slots, device=a.device, dtype=torch.float32)
-    _CALLS.launch(
+    calls.launch(
         key, plan.grid, (*plan.descriptors(a, b, c), ws, counts, m, n, k), plan.constexprs,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **({"launch_pdl": True} if overlapping else {}),
     )  # fmt: skip
     return c
