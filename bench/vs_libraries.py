@@ -12,11 +12,7 @@
     python bench/vs_libraries.py merge docs/bench/h200.csv $OUT/*.csv --out docs/bench/h200.csv
     python bench/vs_libraries.py verdicts docs/bench/h200.csv   # the verdicts alone, nothing written
 
-Columns: m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config, then
-each of the four times again as GPU time alone (ours_graph_ms, ...: CUDA graphs, L2 flushed), and
-the regime the row ran in: the lower SM clock read before and after its rounds and the throttle
-reasons seen (sm_clock_mhz, throttle; NVML through `farm.gpu`), and triton_graph_config, the own
-kernel triton_graph_ms timed.
+The table's columns and verdicts: bench/library_table.py.
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned there,
 held-out shapes too; every shape's tuning is kept beside the table, `tuning_path`, each config with
 its eager, host and GPU times): the fastest eagerly, and triton_graph_ms the fastest on GPU time
@@ -36,22 +32,22 @@ the second over the rows that have GPU times.
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
-import json
 import math
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
+
+from bench.library_table import CONTENDERS, Row, is_skinny_k, read_csv, verdicts, write_csv
+from kernels.tuned import TunedConfigs, TunedEntry
 
 LLM_PROJECTIONS = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # (out, in) of an 8B model
 SUITES: dict[str, list[tuple[int, int, int]]] = {
@@ -115,16 +111,6 @@ def is_skinny(m: int, n: int) -> bool:
     return m * n <= 1024 * 1024 or min(m, n) <= 128
 
 
-def is_skinny_k(m: int, n: int, k: int) -> bool:
-    """The issue's skinny-K class (512x512x32768, 256x256x65536): K 16 times M and N or more."""
-    return k >= 16 * max(m, n)
-
-
-def is_ragged(m: int, n: int, k: int) -> bool:
-    """The issue's ragged shapes: N or K not a multiple of 16 (a pointer kernel loses its vector width)."""
-    return n % 16 != 0 or k % 16 != 0
-
-
 def wave_splits(tiles: int, programs: int = QUICK_PROGRAMS) -> tuple[int, ...]:
     """Splits of K that fill one wave of `programs` with `tiles` output tiles, and half that (longer
     chunks, half the partial tiles to sum): 5 and 2 for 640x640 in 128x128 tiles (25 tiles)."""
@@ -165,44 +151,6 @@ QUICK = {
 # cuBLAS's 49.9 (visit 88). Tuned (visit 89) it won 5 of the 8 skinny-K rows among own variants; the
 # rounds, after Inductor's compile, read host time again (512x512x32768 bf16: 46.6 us in the tuning,
 # 69.2 in the rounds). The farm times it by kernel time.
-
-
-CONTENDERS = ("ours", "triton", "cublas", "inductor")  # a row's times, in its columns' order
-
-
-@dataclass
-class Row:
-    m: int
-    n: int
-    k: int
-    dtype: str
-    heldout: int
-    ours_ms: float
-    triton_ms: float
-    cublas_ms: float
-    inductor_ms: float
-    ours_variant: str
-    ours_config: str
-    # The same calls' GPU time alone: captured in CUDA graphs, L2 flushed as do_bench flushes it
-    # (`bench.gpu_methods.Flush`). An eager time above its graph time is host time showing: a Python
-    # launcher's 40-110 us against the flush's ~70 (visits 99-101). NaN in rows measured before them.
-    ours_graph_ms: float = math.nan
-    triton_graph_ms: float = math.nan
-    cublas_graph_ms: float = math.nan
-    inductor_graph_ms: float = math.nan
-    # The GPU's state over the row's rounds, read before and after them through NVML (`farm.gpu`): the
-    # lower SM clock and the throttle reasons seen, so each row says which regime it ran in (an H200
-    # under sustained load runs power-capped at about 1300-1600 MHz against 1980). Empty before visit 113.
-    sm_clock_mhz: float = math.nan
-    throttle: str = ""
-    # Which own kernel triton_graph_ms timed: the tuning's fastest on GPU time alone, which need not be
-    # triton_ms's (the fastest eagerly, host time included). Empty before visit 134: those rows' GPU
-    # column timed the eager pick.
-    triton_graph_config: str = ""
-
-    def times(self, graph: bool) -> tuple[float, ...]:
-        """(ours, own Triton, cuBLAS, Inductor) ms: eager (do_bench) or GPU time alone (graphs)."""
-        return tuple(getattr(self, f"{name}_graph_ms" if graph else f"{name}_ms") for name in CONTENDERS)
 
 
 def bench(fn, rep_ms: int = 100) -> float:
@@ -294,7 +242,7 @@ def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype, prog
                 yield cfg
 
 
-def tune_shape(a, b) -> list[dict]:
+def tune_shape(a, b) -> list[TunedEntry]:
     """Every quick config of every variant on this shape: entries in the best-configs format, each with its
     eager time (`ms`), host time and GPU time alone (`gpu_ms`, on CUDA). A shape started is tuned whole
     (`--budget-s` only stops new shapes): cut by the budget, two rows of visits 113-114 had no own Triton
@@ -328,10 +276,10 @@ def tune_shape(a, b) -> list[dict]:
     return entries
 
 
-def fastest(entries: list[dict], time_key: str) -> dict | None:
+def fastest(entries: list[TunedEntry], time_key: str) -> TunedEntry | None:
     """The entry least in `time_key` (`ms`, eager; `gpu_ms`, GPU time alone) among those that have it."""
-    timed = [e for e in entries if e.get(time_key) is not None]
-    return min(timed, key=lambda e: e[time_key]) if timed else None
+    timed = [e for e in entries if getattr(e, time_key) is not None]
+    return min(timed, key=lambda e: getattr(e, time_key)) if timed else None
 
 
 # GPU time a pass of host_us's calls may queue: 50 calls under 0.4 ms, 3 of a 13 ms 16384^3 call.
@@ -352,22 +300,11 @@ def call_host_ms(fn, ms: float, device: torch.device) -> float | None:
 
 def _entry(
     gpu, dtype, m, n, k, variant, ms, cfg, host_ms: float | None = None, gpu_ms: float | None = None
-) -> dict:
+) -> TunedEntry:
     from kernels.space import dtype_name
 
-    entry = {
-        "gpu_name": gpu,
-        "dtype": dtype_name(dtype),
-        "m": m,
-        "n": n,
-        "k": k,
-        "variant": variant,
-        "ms": ms,
-        "tflops": 2 * m * n * k / ms * 1e-9,
-        "config": cfg.as_dict(),
-    }
-    optional = {"host_ms": host_ms, "gpu_ms": gpu_ms}
-    return entry | {key: value for key, value in optional.items() if value is not None}
+    tflops = 2 * m * n * k / ms * 1e-9
+    return TunedEntry(gpu, dtype_name(dtype), m, n, k, variant, ms, cfg, tflops, host_ms, gpu_ms)
 
 
 def _mm(x, y):
@@ -382,10 +319,8 @@ def inductor_compiled(a, b) -> Callable[[], torch.Tensor]:
     return lambda: compiled(a, b)
 
 
-def write_best(path: Path, entries: list[dict]) -> None:
-    path.write_text(
-        json.dumps({"format": "triton-matmul-farm/best-configs", "version": 1, "entries": entries})
-    )
+def write_best(path: Path, entries: list[TunedEntry]) -> None:
+    TunedConfigs(entries).save(path)
 
 
 def shapes_outside(only: list[str], suites: list[str]) -> list[str]:
@@ -409,9 +344,9 @@ def run(args) -> list[Row]:
     start = time.time()
     budget_end = start + args.budget_s
     rows: list[Row] = []
-    tuned_entries: list[dict] = []  # the tuned suites': what the dispatcher serves from
-    tunings: list[dict] = []  # every shape's, held-out too: `tuning_path`
-    given = [e for path in args.best for e in json.loads(Path(path).read_text())["entries"]]
+    tuned_entries: list[TunedEntry] = []  # the tuned suites': what the dispatcher serves from
+    tunings: list[TunedEntry] = []  # every shape's, held-out too: `tuning_path`
+    given = [e for path in args.best for e in TunedConfigs.load(path).entries]
     for suite in args.suite:
         heldout = suite == "heldout"
         if heldout and not given and not tuned_entries:
@@ -486,23 +421,19 @@ def run(args) -> list[Row]:
     return _finish(rows, tuned_entries, tunings, args)
 
 
-def own_call(entry: dict, a: torch.Tensor, b: torch.Tensor) -> Callable[[], torch.Tensor]:
+def own_call(entry: TunedEntry, a: torch.Tensor, b: torch.Tensor) -> Callable[[], torch.Tensor]:
     """The entry's own kernel on a and b."""
-    from kernels import MatmulConfig, get_variant
+    from kernels import get_variant
 
-    return functools.partial(
-        get_variant(entry["variant"]).launch, a, b, MatmulConfig.from_dict(entry["config"])
-    )
+    return functools.partial(get_variant(entry.variant).launch, a, b, entry.config)
 
 
-def own_label(entry: dict) -> str:
+def own_label(entry: TunedEntry) -> str:
     """`variant config-key`: which own kernel a row's GPU column timed."""
-    from kernels import MatmulConfig
-
-    return f"{entry['variant']} {MatmulConfig.from_dict(entry['config']).key}"
+    return f"{entry.variant} {entry.config.key}"
 
 
-def _tmp_best(entries: list[dict], args) -> Path:
+def _tmp_best(entries: list[TunedEntry], args) -> Path:
     path = Path(args.out).with_suffix(".best-run.json")
     write_best(path, entries)
     return path
@@ -514,99 +445,12 @@ def tuning_path(out: str | Path) -> Path:
     return Path(out).with_suffix(".tuning.json")
 
 
-def _finish(rows: list[Row], tuned_entries: list[dict], tunings: list[dict], args) -> list[Row]:
+def _finish(rows: list[Row], tuned_entries: list[TunedEntry], tunings: list[TunedEntry], args) -> list[Row]:
     write_csv(Path(args.out), rows)
     write_best(tuning_path(args.out), tunings)
     if args.save_best:
         write_best(Path(args.save_best), tuned_entries)
     return rows
-
-
-def write_csv(path: Path, rows: list[Row]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow([fl.name for fl in fields(Row)])
-        for row in rows:
-            writer.writerow(list(asdict(row).values()))
-
-
-def read_csv(paths: list[str]) -> list[Row]:
-    """The rows of every file; a shape and dtype a later file holds again takes the later row, in place."""
-    rows: dict[tuple, Row] = {}
-    for p in paths:
-        with open(p, newline="") as f:
-            for r in csv.DictReader(f):
-                graphs = (float(r.get(f"{name}_graph_ms") or "nan") for name in CONTENDERS)
-                row = Row(
-                    int(r["m"]), int(r["n"]), int(r["k"]), r["dtype"], int(r["heldout"]),
-                    float(r["ours_ms"]), float(r["triton_ms"]), float(r["cublas_ms"]),
-                    float(r["inductor_ms"]), r["ours_variant"], r["ours_config"], *graphs,
-                    float(r.get("sm_clock_mhz") or "nan"), r.get("throttle") or "",
-                    r.get("triton_graph_config") or "",
-                )  # fmt: skip
-                rows[(row.m, row.n, row.k, row.dtype)] = row
-    return list(rows.values())
-
-
-def geomean(xs: list[float]) -> float:
-    xs = [x for x in xs if x > 0 and not math.isnan(x)]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
-
-
-def verdicts(rows: list[Row]) -> list[str]:
-    """The acceptance numbers on the eager times (do_bench), then the same on GPU time alone (CUDA
-    graphs) over the rows that have it: ratios > 1 mean this project is faster."""
-    lines = _verdicts(rows, graph=False)
-    timed = [r for r in rows if not math.isnan(r.ours_graph_ms)]
-    if timed:
-        lines += [f"on GPU time alone (CUDA graphs, L2 flushed), {len(timed)} of {len(rows)} rows:"]
-        lines += ["  " + line for line in _verdicts(timed, graph=True)]
-    return lines
-
-
-def _verdicts(rows: list[Row], graph: bool) -> list[str]:
-    """The own-Triton classes are the issue's, over every row that belongs, tuned or held-out:
-    squares of 2048 and up, skinny-K (`is_skinny_k`) and ragged (`is_ragged`: N or K not a multiple
-    of 16), each as its worst row."""
-
-    def lib(r: Row) -> float:
-        _, _, cublas, inductor = r.times(graph)
-        return cublas if math.isnan(inductor) else min(cublas, inductor)
-
-    def vs_lib(r: Row) -> float:
-        return lib(r) / r.times(graph)[0]
-
-    def vs_cublas(r: Row) -> float:
-        _, triton, cublas, _ = r.times(graph)
-        return cublas / triton
-
-    def own(name: str, goal: float, keep: Callable[[Row], bool]) -> str:
-        kept = [r for r in rows if keep(r) and not math.isnan(r.times(graph)[1])]
-        if not kept:
-            return f"own Triton vs cuBLAS, {name} no rows (goal >= {goal})"
-        w = min(kept, key=vs_cublas)
-        return (
-            f"own Triton vs cuBLAS, {name} min {vs_cublas(w):.3f} at {w.m}x{w.n}x{w.k}"
-            f" {w.dtype} (goal >= {goal}, {len(kept)} rows)"
-        )
-
-    tuned = [vs_lib(r) for r in rows if not r.heldout]
-    held = [vs_lib(r) for r in rows if r.heldout]
-    worst = min(rows, key=vs_lib) if rows else None
-    lines = [
-        f"geomean lib/ours, tuned suites: {geomean(tuned):.3f} (goal >= 1.0, {len(tuned)} rows)",
-        f"geomean lib/ours, held-out:     {geomean(held):.3f} (goal >= 0.95, {len(held)} rows)",
-        own("squares >= 2048:", 0.97, lambda r: r.m == r.n == r.k and r.m >= 2048),
-        own("skinny-K:       ", 1.0, lambda r: is_skinny_k(r.m, r.n, r.k)),
-        own("ragged:         ", 0.85, lambda r: is_ragged(r.m, r.n, r.k)),
-    ]
-    if worst is not None:
-        lines.append(
-            f"worst lib/ours: {vs_lib(worst):.3f} at {worst.m}x{worst.n}x{worst.k} {worst.dtype}"
-            f" ({worst.ours_variant}) (goal >= 0.80)"
-        )
-    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
