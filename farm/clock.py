@@ -4,8 +4,9 @@ which blocks run when).
 A block is back-to-back launches of one or more launchers, each behind an L2 flush, queued behind
 a GPU sleep as long as the host needs to queue them, so host time stays out of the events.
 Three times per launch:
-- kernel time (`ms`, the main figure): the sum of the launcher's GPU kernel durations as CUPTI
-  records them (torch.profiler), what Nsight and CUDA graphs see;
+- kernel time (`ms`, the main figure): the launcher's GPU kernel durations as CUPTI records them
+  (torch.profiler), what Nsight and CUDA graphs see, summed where they run one after another and
+  counted once where they overlap (a kernel launched dependent on the one before it, waiting);
 - stream time: CUDA events around the launcher, idle gaps between its kernels included (a split
   launcher's zero, kernel and cast: 18.8 us of events against 12.5 us of kernels at
   128x128x32768 on an H200);
@@ -252,7 +253,7 @@ def activities(prof) -> list[Activity]:
 def kernel_ms_per_launch(
     events: Sequence[Activity], n_launches: int, label: str = LAUNCH_LABEL
 ) -> list[float | None]:
-    """Sum of GPU activity durations per launch.
+    """GPU activity time per launch: the length of the union of its activities' intervals (`busy_ms`).
 
     Each launcher call ran inside record_function(f"{label}{i}"). A GPU activity (kernel, memset,
     memcpy) belongs to the launch whose host range holds the CUDA runtime/driver call that issued
@@ -268,7 +269,7 @@ def kernel_ms_per_launch(
             issued[e.id] = e.start_us
         elif not e.cpu and not e.annotation:
             device.append(e)
-    total: list[float | None] = [None] * n_launches
+    intervals: list[list[tuple[float, float]]] = [[] for _ in range(n_launches)]
     host_spans.sort()
     gpu_spans.sort()
     for e in device:
@@ -276,8 +277,21 @@ def kernel_ms_per_launch(
         # by the host call that issued it; else (no runtime event recorded) by the GPU-side span
         i = _span_of(host_spans, t) if t is not None else _span_of(gpu_spans, e.start_us)
         if i is not None and 0 <= i < n_launches:
-            total[i] = (total[i] or 0.0) + (e.end_us - e.start_us) / 1e3
-    return total
+            intervals[i].append((e.start_us, e.end_us))
+    return [busy_ms(spans) if spans else None for spans in intervals]
+
+
+def busy_ms(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start_us, end_us) intervals, in ms: the sum of their durations
+    where they do not overlap. Overlapping ones count once: a kernel launched dependent on the one
+    before it (`kernels.launching.dependent_launch`) starts early and waits, and CUPTI's duration
+    for it covers the wait (split-K's reduce resident through its product's run)."""
+    total_us, reached = 0.0, -math.inf
+    for start, end in sorted(intervals):
+        if end > reached:
+            total_us += end - max(start, reached)
+            reached = end
+    return total_us / 1e3
 
 
 def _span_of(spans: list[tuple[float, float, int]], t: float) -> int | None:

@@ -20,6 +20,7 @@ from farm.clock import (
     Readings,
     _joules,
     activities,
+    busy_ms,
     head_start_us,
     kernel_ms_per_launch,
     max_block_launches,
@@ -495,6 +496,27 @@ def test_kernel_time_falls_back_on_the_gpu_side_span_without_runtime_events():
         _gpu("splitk_kernel", 7, 1256.0, 10.0),
     ]
     assert kernel_ms_per_launch(events, 2) == pytest.approx([0.0145, 0.010])
+
+
+def test_kernel_time_counts_overlapping_kernels_once():
+    """A kernel launched dependent on the one before it (split-K's reduce, programmatic dependent launch)
+    starts while that one runs and waits: CUPTI's duration for it covers the wait. Launch 0: product
+    1170-1195, reduce resident from 1171, done at 1199: 29 us of GPU, not 25 + 28. Launch 1 runs its
+    kernels one after another, a gap between them: their durations add."""
+    events = [
+        Ev("farm_launch_0", 900, 5.0, 60.0, is_user_annotation=True),
+        Ev("cuLaunchKernelEx", 3, 10.0, 12.0),  # the product
+        Ev("cuLaunchKernelEx", 4, 20.0, 22.0),  # the reduce, launched dependent
+        Ev("farm_launch_1", 901, 63.0, 150.0, is_user_annotation=True),
+        Ev("cuLaunchKernelEx", 7, 80.0, 82.0),
+        Ev("cuLaunchKernelEx", 8, 120.0, 121.0),
+        _gpu("splitk_product", 3, 1170.0, 25.0),
+        _gpu("reduce_splits", 4, 1171.0, 28.0),
+        _gpu("splitk_product", 7, 1300.0, 25.0),
+        _gpu("reduce_splits", 8, 1330.0, 4.0),
+    ]
+    assert kernel_ms_per_launch(events, 2) == pytest.approx([0.029, 0.029])
+    assert busy_ms([(0.0, 10.0), (2.0, 5.0), (8.0, 12.0), (20.0, 21.0)]) == pytest.approx(0.013)
 
 
 def test_raw_profiler_events_read_as_torchs_own_events():
