@@ -4,6 +4,7 @@ references, in one process on one GPU, alternating round by round.
     python bench/fidelity.py                       # writes $OUT/fidelity.csv
     python bench/fidelity.py --out docs/bench/fidelity.csv --db results.db
     python bench/fidelity.py --studies grouping --sizes 12288 16384 --rounds 12   # where it scatters
+    python bench/fidelity.py --studies dependent   # launchers whose kernels overlap, about 1 minute
 
 - grouping: grouped bf16, 128x256x64 tiles, 8 warps, 3 stages, group_m 1 against 8, n^3 for
   n = 4096 ... 16384; reference triton.testing.do_bench (rep 300 ms, median), whose view is each
@@ -13,10 +14,16 @@ references, in one process on one GPU, alternating round by round.
   launches, 30 launches a round, the flush's kernel left out by its name (learnt by profiling a
   flush alone), independent of the farm's own attribution by correlation id. Configs: a small
   built-in table screened once per shape, or the fastest rows of a results database (--db).
+- dependent: launchers whose kernels overlap (programmatic dependent launch: split-K's reduce resident
+  and waiting as its product ends, the bands' tail taking SMs as the main band's programs exit) against
+  cuBLAS; reference the flushed CUDA graphs of bench/gpu_methods.py (GPU time alone, nothing read from
+  CUPTI), and beside it the sum of the launch's CUPTI kernel durations, which counts a dependent
+  kernel's wait as its run (ref_method "cupti_sum"): the farm's union of intervals should read the
+  graphs' time and not the sum's.
 
 ratio = time(baseline) / time(config): group_m 1 for grouping, the best unsplit config for
-split-K; the baseline's own row says 1. farm_ratio is the median over rounds, ref_lo/ref_hi the
-range of the reference's per-round ratios. 72 s on an H200 (visit 33); the table comes last.
+split-K, cuBLAS for dependent; the baseline's own row says 1. farm_ratio is the median over rounds,
+ref_lo/ref_hi the range of the reference's per-round ratios. 72 s on an H200 (visit 33); the table comes last.
 """
 
 from __future__ import annotations
@@ -26,13 +33,18 @@ import csv
 import os
 import random
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import torch
 import triton
 
+from bench.gpu_methods import Flush
 from farm import measure
 from farm.clock import MIN_FLUSH_BYTES, CudaClock
 from farm.gpu import Gpu
@@ -242,6 +254,35 @@ def splitk(gpu: Gpu, clock, reference: CuptiReference, db: str | None, rng, roun
     return rows
 
 
+# Each launcher's fastest config on the H200 (docs/bench/h200.csv, visits 134-140), two kernels a call.
+DEPENDENT = [
+    ((256, 256, 65536), "splitk_tma_cluster", MatmulConfig(128, 128, 128, 1, 16, 4, 4)),
+    ((640, 640, 24576), "splitk_tma_reduce", MatmulConfig(128, 128, 64, 1, 5, 8, 6)),
+    ((3072, 3072, 3072), "persistent_tma_bands", MatmulConfig(128, 256, 64, 8, 1, 8, 3)),
+]
+
+
+def dependent(gpu: Gpu, clock, cupti: CuptiReference, rng, rounds=ROUNDS) -> list[Row]:
+    flush = Flush(gpu.device)
+
+    def graphs_ms(launch) -> float:
+        return flush.graph_flushed_us(launch) / 1e3
+
+    rows = []
+    for shape, variant, cfg in DEPENDENT:
+        a, b = measure.make_inputs(*shape, torch.bfloat16, gpu.device, seed=sum(shape))
+        labels = ["cublas", f"{variant} {cfg.key}"]
+        launches = [launch_of("cublas", MatmulConfig(), a, b), launch_of(variant, cfg, a, b)]
+        for reference, method in ((graphs_ms, "graphs"), (cupti.time, "cupti_sum")):
+            rows += compare("dependent", shape, labels, launches, clock, reference, method, rng, rounds)
+            print(
+                f"dependent {'x'.join(map(str, shape))} {variant}: farm {rows[-1].farm_ms * 1e3:.1f} us, "
+                f"{method} {rows[-1].ref_ms * 1e3:.1f} us",
+                flush=True,
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "fidelity.csv"))
@@ -253,7 +294,7 @@ def main() -> None:
         "--sizes", type=int, nargs="+", default=list(GROUPING_SIZES), help="grouping: n of the n^3 shapes"
     )
     parser.add_argument(
-        "--studies", nargs="+", default=["grouping", "splitk"], choices=["grouping", "splitk"]
+        "--studies", nargs="+", default=["grouping", "splitk"], choices=["grouping", "splitk", "dependent"]
     )
     args = parser.parse_args()
     gpu = Gpu("cuda")
@@ -268,6 +309,8 @@ def main() -> None:
         rows += splitk(gpu, clock, reference, args.db, rng, args.rounds)
     if "grouping" in args.studies:
         rows += grouping(gpu, clock, rng, args.sizes, args.rounds)
+    if "dependent" in args.studies:
+        rows += dependent(gpu, clock, reference, rng, args.rounds)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:

@@ -7,17 +7,18 @@
 Nothing is tuned at call time. The file is read once; each (shape, dtype, device) is decided once
 and remembered. A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
 and k), preferring shapes whose rows are aligned as the problem's are (16-byte rows or not:
-`kernels.space.unaligned_rows` says why that decides between cuBLAS and TMA), then shapes of the
-same bucket (`shape_bucket`: a decode-sized M, a skinny output with long K, or the rest). At that
-shape each Triton entry is fitted to the problem (its GROUP_SIZE_M cut to the problem's tile rows,
-its split of K to the programs the tuned shape launched: `wave_matched_split`) and its time there
-estimated in rounds of programs on the GPU's SMs (`rounds_ratio`); the fastest estimate whose config
-is legal for the problem (the variant's own pruning rules: an unaligned N rules out TMA, a short K
-rules out a split) serves if it beat the library at the tuned shape (`beats_library`). Where the
-problem's call is short (an estimate under 0.1 ms) what an eager caller waits for decides instead,
-the launcher's host time included where the file has it (`serving_order`, `Candidate.eager_wait_ms`).
-Where cuBLAS (`cublas`) was fastest, torch.matmul runs. A GPU the file does not know, or no file
-at all, runs torch.matmul after a one-time warning.
+`kernels.space.unaligned_rows` says why that decides between cuBLAS and TMA; a problem of aligned rows
+takes no shape of unaligned ones: `aligned_shapes`), then shapes of the same bucket (`shape_bucket`:
+a decode-sized M, a skinny output with long K, or the rest). At that shape each Triton entry is
+fitted to the problem (its GROUP_SIZE_M cut to the problem's tile rows, its split of K to the programs
+the tuned shape launched: `wave_matched_split`) and its time there estimated in rounds of programs on
+the GPU's SMs (`rounds_ratio`); the fastest estimate whose config is legal for the problem (the
+variant's own pruning rules: an unaligned N rules out TMA, a short K rules out a split) serves if it
+beat the library at the tuned shape (`beats_library`). Where the problem's call is short (an
+estimate under 0.1 ms) what an eager caller waits for decides instead, the launcher's host time
+included where the file has it (`serving_order`, `Candidate.eager_wait_ms`). Where cuBLAS (`cublas`)
+was fastest, torch.matmul runs. A GPU the file does not know, or no file at all, runs torch.matmul
+after a one-time warning.
 """
 
 from __future__ import annotations
@@ -145,6 +146,15 @@ def beats_library(candidate: Candidate, library: TunedEntry | None) -> bool:
     return candidate.eager_wait_ms * SHORT_CALL_MARGIN <= rival.eager_wait_ms
 
 
+def aligned_shapes(shapes: list[tuple[int, int, int]], dtype: torch.dtype) -> list[tuple[int, int, int]]:
+    """The tuned shapes whose rows are 16-byte aligned, the only ones that decide for a problem whose rows
+    are: where rows are not, cuBLAS runs 2-4x slower (4097^3 bf16: 1.04 ms against 0.256 for
+    `persistent_tma_bands`), so a Triton win there says nothing of a problem where cuBLAS runs at full
+    speed. With only 4097^3 and 2048x50257x768 tuned, the held-out 768x768x12288 took 4097^3's bands and
+    read 75.6 us against cuBLAS's 34.0 (H200 bf16, visit 144); with no aligned shape the library serves."""
+    return [s for s in shapes if unaligned_rows(Problem(*s, dtype)) is None]
+
+
 def wave_matched_split(cfg: MatmulConfig, tuned: tuple[int, int, int], p: Problem) -> MatmulConfig:
     """A split of K tuned at another shape, made to launch no more programs than it did there: a split
     is there to fill the SMs with programs, and their count is tiles x split. At the tuned shape
@@ -222,7 +232,7 @@ class Dispatcher:
         problem = Problem(m, n, k, dtype)
         aligned, bucket = unaligned_rows(problem) is None, shape_bucket(m, n, k)
         order = sorted(
-            shapes,
+            aligned_shapes(list(shapes), dtype) if aligned else shapes,
             key=lambda s: (
                 (unaligned_rows(Problem(*s, dtype)) is None) != aligned,
                 shape_bucket(*s) != bucket,

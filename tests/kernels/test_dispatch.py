@@ -235,7 +235,7 @@ def _tuned_at(tmp_path, shape, *rows) -> Dispatcher:
         ((2000, 3000, 1500), "persistent_tma_pad"),  # 2 of K 1500 (192 tiles): 37 us, a short call
         ((333, 4444, 5555), "persistent_tma_pad"),  # 1 of K 5555 (54 tiles): 69 us
         ((4097, 4097, 4097), "persistent_tma_bands"),  # the tuned shape: kernel times decide
-        ((4000, 4000, 3000), "persistent_tma_bands"),  # 4 of K 3000 (512 tiles): 150 us, a long call
+        ((4000, 4000, 3001), "persistent_tma_bands"),  # 4 of K 3001 (512 tiles): 150 us, a long call
     ],
     ids=["held-out-short", "held-out-short-2", "tuned-shape", "held-out-long"],
 )
@@ -253,6 +253,38 @@ def test_a_long_calls_entries_served_to_a_short_call_are_ranked_by_what_an_eager
         ("cublas", 1.026, 0.012),
     )
     assert dispatch.choose(*problem, torch.bfloat16, GPU, programs=SMS).variant == serves
+
+
+def test_an_aligned_problem_takes_no_verdict_from_a_shape_of_unaligned_rows(tmp_path):
+    """At 4097^3 the bands beat cuBLAS four times over because cuBLAS slows on unaligned rows; carried to
+    the aligned 768x768x12288 (the only tuned shapes unaligned) they read 75.6 us against cuBLAS's 34.0
+    (H200 bf16, visit 144). An aligned problem is decided by aligned shapes alone, else by the library."""
+    unaligned = [
+        ("persistent_tma_bands", 0.2555, 0.100),
+        ("persistent_tma_pad", 0.2788, 0.070),
+        ("cublas", 1.026, 0.012),
+    ]
+    dispatch = _tuned_at(tmp_path, (4097, 4097, 4097), *unaligned)
+    choice = dispatch.choose(768, 768, 12288, torch.bfloat16, GPU, programs=SMS)
+    assert (choice.variant, choice.tuned_shape) == ("cublas", None)
+    # control: an unaligned problem still takes the unaligned shape's fastest (K 12289: 24578 B rows)
+    assert dispatch.choose(768, 768, 12289, torch.bfloat16, GPU, programs=SMS).tuned_shape == (
+        4097,
+        4097,
+        4097,
+    )
+    # an aligned shape in the file decides, however much farther it is than 4097^3
+    entries = [
+        _entry((4097, 4097, 4097), v, ms, None if v == "cublas" else BIG_TILE, dtype="bfloat16", host_ms=h)
+        for v, ms, h in unaligned
+    ] + [
+        _entry((16384, 16384, 16384), "persistent_tma", 12.0, BIG_TILE, dtype="bfloat16"),
+        _entry((16384, 16384, 16384), "cublas", 12.5, dtype="bfloat16"),
+    ]
+    farther = Dispatcher.load(_write(tmp_path, entries)).choose(
+        768, 768, 12288, torch.bfloat16, GPU, programs=SMS
+    )
+    assert farther.tuned_shape == (16384, 16384, 16384)
 
 
 def test_a_tile_carried_to_a_problem_of_under_a_wave_is_ranked_by_its_rounds_there(tmp_path):
