@@ -129,9 +129,13 @@ def _verdicts(rows: list[Row], graph: bool) -> list[str]:
         if not kept:
             return f"own Triton vs cuBLAS, {name} no rows (goal >= {goal})"
         w = min(kept, key=vs_cublas)
+        # An eager minimum may be a launcher's host time outlasting do_bench's flush (3072^3 bf16: 132 us
+        # eagerly for 83.6 of GPU, visit 140); the row's own GPU reading says whether it is.
+        on_gpu = w.cublas_graph_ms / w.triton_graph_ms  # nan in rows without GPU times
+        gpu_note = "" if graph or math.isnan(on_gpu) else f"; {on_gpu:.3f} there on GPU time"
         return (
             f"own Triton vs cuBLAS, {name} min {vs_cublas(w):.3f} at {w.m}x{w.n}x{w.k}"
-            f" {w.dtype} (goal >= {goal}, {len(kept)} rows)"
+            f" {w.dtype} (goal >= {goal}, {len(kept)} rows{gpu_note})"
         )
 
     tuned = [vs_lib(r) for r in rows if not r.heldout]

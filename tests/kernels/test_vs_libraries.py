@@ -338,8 +338,13 @@ def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, c
     main(["verdicts", str(before), str(after)])
     out = capsys.readouterr().out
     eager, graphs = out.split("on GPU time alone (CUDA graphs, L2 flushed), 2 of 3 rows:")
-    assert "skinny-K:        min 0.400 at 768x768x12288 float16" in eager
-    assert "ragged:          min 0.500 at 3000x5000x1000" in eager
+    assert (
+        "skinny-K:        min 0.400 at 768x768x12288 float16 (goal >= 1.0, 2 rows; 1.000 there on GPU"
+        in eager
+    )
+    assert (
+        "ragged:          min 0.500 at 3000x5000x1000 bfloat16 (goal >= 0.85, 1 rows)" in eager
+    )  # no GPU time
     assert "skinny-K:        min 0.800 at 512x512x32768 bfloat16" in graphs
     assert "ragged:          no rows" in graphs
     assert "held-out:     1.000" in graphs and "held-out:     0.400" in eager
