@@ -4,7 +4,7 @@ references, in one process on one GPU, alternating round by round.
     python bench/fidelity.py                       # writes $OUT/fidelity.csv
     python bench/fidelity.py --out docs/bench/fidelity.csv --db results.db
     python bench/fidelity.py --studies grouping --sizes 12288 16384 --rounds 12   # where it scatters
-    python bench/fidelity.py --studies dependent   # launchers whose kernels overlap, about 1 minute
+    python bench/fidelity.py --studies dependent   # launchers whose kernels overlap: 15 s (visit 141)
 
 - grouping: grouped bf16, 128x256x64 tiles, 8 warps, 3 stages, group_m 1 against 8, n^3 for
   n = 4096 ... 16384; reference triton.testing.do_bench (rep 300 ms, median), whose view is each
