@@ -120,7 +120,7 @@ def _verdicts(rows: list[Row], graph: bool) -> list[str]:
     def vs_lib(r: Row) -> float:
         return lib(r) / r.times(graph)[0]
 
-    def vs_cublas(r: Row) -> float:
+    def vs_cublas(r: Row, graph: bool = graph) -> float:
         _, triton, cublas, _ = r.times(graph)
         return cublas / triton
 
@@ -131,7 +131,7 @@ def _verdicts(rows: list[Row], graph: bool) -> list[str]:
         w = min(kept, key=vs_cublas)
         # An eager minimum may be a launcher's host time outlasting do_bench's flush (3072^3 bf16: 132 us
         # eagerly for 83.6 of GPU, visit 140); the row's own GPU reading says whether it is.
-        on_gpu = w.cublas_graph_ms / w.triton_graph_ms  # nan in rows without GPU times
+        on_gpu = vs_cublas(w, graph=True)  # nan in rows without GPU times
         gpu_note = "" if graph or math.isnan(on_gpu) else f"; {on_gpu:.3f} there on GPU time"
         return (
             f"own Triton vs cuBLAS, {name} min {vs_cublas(w):.3f} at {w.m}x{w.n}x{w.k}"
