@@ -107,7 +107,7 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     check_variants(spec)  # before anything starts
     # The database too: a wrong URL or an unreachable server fails in well under a second here, not
-    # after Ray and the workers have started (6-20 s on an H200 host, docs/perf-notes.md).
+    # after Ray and the workers have started (6-20 s on an H200 host; docs/design.md, "Start-up").
     check_target(args.db)
     options = SweepOptions(
         db=args.db,
@@ -146,7 +146,7 @@ def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
     print(f"  {'variant':{width}s} {'points':>7s} {'pruned':>7s}")
     for name in spec.variants:
         print(f"  {name:{width}s} {per_variant[name]:7d} {pruned[name]:7d}")
-    # Start-up measured on an H200 host (docs/perf-notes.md, visit 24, bench/startup_probe.py): from the
+    # Start-up measured on an H200 host (docs/results/startup_probe.csv, benchmarks/startup_probe.py): from the
     # command to a one-point sweep's record, 23.5 s starting a local Ray, 15.4 s joining a running
     # head, 3.5-4.3 s on workers a previous `--keep-workers` sweep left running.
     print(

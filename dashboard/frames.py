@@ -14,7 +14,7 @@ import pandas as pd
 SHAPE = ["m", "n", "k"]
 # The compute roof is a dense bf16/fp16 tensor-core peak (farm.gpu's datasheet table).
 ROOF_DTYPES = ("bfloat16", "float16")
-# Run-to-run noise of one point on an H200: ten do_bench medians differ by 2-3% (DESIGN.md); a ratio
+# Run-to-run noise of one point on an H200: ten do_bench medians differ by 2-3%; a ratio
 # within 3% of 1 is drawn as "within noise" where a point has no p20-p80 of its own.
 NOISE = 0.03
 
@@ -359,8 +359,8 @@ FIRST_SUB_BLOCK_S = 0.02
 
 def sweep_timing(spec: str | None) -> str:
     """How a sweep timed its points, from its stored spec (`timing:`): the regime, and for `steady`
-    whether configs at the power limit settled first (the default until 2026-12-01: up to 1.5 s,
-    docs/perf-notes.md visits 28-29) and how many passes they took. Empty for a sweep whose spec
+    whether configs at the power limit settled first (the default until 2026-12-01: up to 1.5 s;
+    docs/design.md, "No settling at the power limit") and how many passes they took. Empty for a sweep whose spec
     says nothing of timing (a database built by hand)."""
     try:
         timing = json.loads(spec or "{}").get("timing") or {}

@@ -383,7 +383,7 @@ def compare_sweeps(conn: Connection, sweep_a: int, sweep_b: int) -> pd.DataFrame
     """Sweep b against sweep a on every ok point both hold (same GPU model, variant, dtype, shape, config).
 
     ratio = ms_a / ms_b (> 1: b is faster). verdict: "same" when the p20-p80 intervals overlap
-    (run-to-run noise is 2-3% on an H200, DESIGN.md), else "faster" or "slower" for b.
+    (ten do_bench medians of one point on an H200 differ by 2-3%), else "faster" or "slower" for b.
     Points a later sweep re-measured in the same environment and code version belong to that sweep.
     """
     r = view("results")

@@ -26,9 +26,10 @@ class Status(StrEnum):
 
 
 # The most a point's average power may exceed its enforced limit before its energy counts as
-# misread. Visit 19's grouping sweeps on an H200 stored 1084 W on average (up to 2596 W) for rows
-# throttled at a 700 W limit (docs/perf-notes.md): no board holds that over a block. farm.timing
-# stores no such energy since session 3; db.queries leaves older rows' out of what it reports.
+# misread. Grouping sweeps on an H200 that read energy at each block's two ends stored 1084 W on
+# average (up to 2596 W) for rows throttled at a 700 W limit: no board holds that over a block.
+# farm.timing stores no such energy (docs/design.md, "Energy"); db.queries leaves older rows' out of
+# what it reports.
 POWER_LIMIT_EXCESS = 1.1
 
 
