@@ -15,7 +15,7 @@ existing cluster, num_cpus and num_gpus must not be provided").
 Kept workers (`farm sweep --keep-workers`): on a running cluster the workers can outlive the sweep
 as detached, named actors, and the next sweep takes them over instead of starting its own: no
 `import torch`, no CUDA context, Triton's in-memory kernels and a warm GPU (on an H200 host a new
-worker is up 13 s after the command; docs/perf-notes.md, visit 23). Their names carry a digest of
+worker is up 13 s after the command; docs/design.md, "Start-up"). Their names carry a digest of
 the code they run (farm, kernels, db), the plugins and the worker options, so a sweep never runs
 on a worker holding other code: those are stopped, since they hold the GPUs the new ones need.
 """
@@ -155,7 +155,7 @@ def connect(ray, address: str | None, workers: int | None, *, join_only: bool = 
 
 def nvml_gpu_count() -> int:
     """GPUs the NVIDIA driver reports (0 without one). NVML, not torch: the driver imports no torch
-    (2.8 s of start-up on an H200 host, docs/perf-notes.md)."""
+    (2.8 s of start-up on an H200 host; docs/design.md, "Start-up")."""
     try:
         import pynvml
     except ImportError:
@@ -302,7 +302,7 @@ def launch(
     keep_workers: bool = False,
 ) -> Launched:
     """Join or start Ray and create the workers (or take over kept ones); returns at once while they
-    import torch and open their GPUs (4.3 s on an H200 host, docs/perf-notes.md), which the driver
+    import torch and open their GPUs (4.3 s on an H200 host, 3.3 s of it `import torch`), which the driver
     overlaps with its own set-up. Call it before importing the database modules: they take 1-1.5 s
     the workers can hide. keep_workers: the workers outlive the sweep (a running cluster only)."""
     import ray

@@ -186,7 +186,7 @@ def make_batches(points: Sequence[Point], seed: int, max_points: int = MAX_BATCH
     3. reuse: the rest, whose kernels the host's cache holds by the time they run, longest first
        (`estimate_run_seconds`), so that the last batches dealt are short: 2 x H200, splitk preset
        in shuffled order, one worker finished 30 s (of 158) before the other, which ran a batch of
-       20 configs at the power limit last (visit 22: loop efficiency 0.84).
+       20 configs at the power limit last (loop efficiency 0.84; docs/design.md, "A sweep").
 
     Ties go by a shuffle with the spec's seed: shapes in random order keep slow clock drift from
     lining up with the grid's order.
@@ -242,18 +242,19 @@ def deal_order(batches: Sequence[Batch]) -> list[Batch]:
     return [batches[i] for i in order]
 
 
-# Rates for the estimate, from the H200 runs in docs/perf-notes.md (splitk preset: 540 points in
-# 23 s; grouping: 328 in 15-18 s): dense bf16/fp16 at 400 TFLOP/s (about what tuned configs
+# Rates for the estimate, from sweeps on an H200 in the interleaved regime (splitk preset: 540 points
+# in 23 s; grouping: 328 in 15-18 s): dense bf16/fp16 at 400 TFLOP/s (about what tuned configs
 # reach on average), fp32 "ieee" on CUDA cores at 20 TFLOP/s; 0.45 s per compile on 8 threads;
 # 24 launches per point (check and repetitions), each behind a 70 us L2 flush; 35 ms of host
 # work per point (checking against fp64, rounds, records).
 EST_TFLOPS = {"float16": 400.0, "bfloat16": 400.0, "float32": 20.0}
 EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S, EST_POINT_S = 0.45, 24, 70e-6, 0.035
-# The steady regime on an H200, fitted to two sweeps from empty caches on one GPU (docs/perf-notes.md,
-# visits 30 and 32: the grouping preset's sweep loop 83 s, 72 points under 0.1 ms of kernel and 256
-# over; the splitk preset's 124 s, 294 and 294): 0.09 s more per point than the rates above below
-# 0.1 ms, 0.24 s at or over it, where kernels run back to back may meet the power limit (8192x8192x4096
-# at 0.8 ms did; 512x512x8192 at 21 us did not) and a config there takes one 300 ms block.
+# The steady regime on an H200, fitted to two sweeps from empty caches on one GPU (docs/design.md,
+# "The stop rule and what a point costs"): the grouping preset's sweep loop 83 s, 72 points under
+# 0.1 ms of kernel and 256 over; the splitk preset's 124 s, 294 and 294. So 0.09 s more per point
+# than the rates above below 0.1 ms, 0.24 s at or over it, where kernels run back to back may meet
+# the power limit (8192x8192x4096 at 0.8 ms did; 512x512x8192 at 21 us did not) and a config there
+# takes one 300 ms block.
 EST_STEADY_POINT_S, EST_STEADY_LIMITED_S, EST_LIMITED_KERNEL_S = 0.09, 0.24, 1e-4
 
 
