@@ -49,7 +49,7 @@ DECODE_M = 64
 SKINNY_OUTPUT = 1024 * 1024
 SKINNY_K_RATIO = 8
 # A Triton entry under 0.1 ms serves only if 5% faster than the library's (`beats_library`): above
-# one do_bench measure's spread between runs (cuBLAS at 1024x1024x16384: 53.4-55.3 us in visits 98-100).
+# one do_bench measure's spread between runs (cuBLAS at 1024x1024x16384: 53.4-55.3 us over three runs).
 SHORT_CALL_MS = 0.1
 SHORT_CALL_MARGIN = 1.05
 
@@ -78,10 +78,10 @@ def rounds_ratio(
     Why not the ratio of work: the problem's rounds, not its work, are what a tile size carried from the
     tuned shape costs. 4097^3's 128x256 tiles are 561 on 132 SMs (4.25 rounds); at the held-out
     333x4444x5555 they are 54 (0.41 of one) and ran 89.9 us of GPU against the shape's own best 72.0 and
-    Inductor's 63.7 (H200 bf16, visit 114), where the work ratio had ranked them first; ranked in rounds,
-    128x128 served, 71.8 us (visit 120). Over the held-out shapes tuned on their own too (visit 116),
-    the configs picked by rounds took 1.08 of the best Triton time there at the geomean, by work 1.16
-    (docs/perf-notes.md, visits 116-120)."""
+    Inductor's 63.7 (H200 bf16), where the work ratio had ranked them first; ranked in rounds,
+    128x128 served, 71.8 us. Over the held-out shapes tuned on their own too, the configs picked by
+    rounds took 1.08 of the best Triton time there at the geomean, by work 1.16 (docs/design.md,
+    "Estimating in rounds")."""
 
     def rounds_x_chunk(cfg: MatmulConfig, m: int, n: int, k: int) -> float:
         launched = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n) * cfg.split_k
@@ -118,8 +118,8 @@ def serving_order(candidates: list[Candidate]) -> list[Candidate]:
     Why: an entry tuned on a long call was ranked by kernel time alone, and served to a short one its
     launcher's host time decides. 4097^3's fastest, `persistent_tma_bands` (two launches, padded copies:
     0.256 ms against `persistent_tma_pad`'s 0.279), served the held-out 2000x3000x1500 (44 us of GPU)
-    and read 57.7-72.2 us eagerly against Inductor's 45.5-50.7 (H200, visits 114-115), where
-    `persistent_tma_pad`'s one launch read 52.7 (visit 82)."""
+    and read 57.7-72.2 us eagerly against Inductor's 45.5-50.7 (H200), where `persistent_tma_pad`'s
+    one launch read 52.7 (docs/design.md, "Short calls")."""
     if not candidates or min(c.ms for c in candidates) >= SHORT_CALL_MS:
         return sorted(candidates, key=lambda c: c.ms)
     return sorted(candidates, key=lambda c: c.eager_wait_ms)
@@ -132,12 +132,12 @@ def beats_library(candidate: Candidate, library: TunedEntry | None) -> bool:
 
     Long calls: the faster. Under SHORT_CALL_MS the candidate must be SHORT_CALL_MARGIN faster in
     `eager_wait_ms`: there a launcher's host time can outlast the kernel, and do_bench's L2 flush hides
-    it only in part. Our launchers took 35-112 us of host a call on visits 99-100's hosts, cuBLAS 15-30.
-    1024x1024x16384's `splitk_tma` was tuned 0.4-2% ahead of cuBLAS (53-55 us, three visits); served to
-    the held-out 768x768x12288 in fp16 it read 82.5 us against cuBLAS's 33.2 in one process (visit 100),
-    33.8 against 33.5 in another (visit 99). At 495x5333x71 bf16 `grouped` was tuned at 12.9 us against
-    cuBLAS's 13.6, 10.3 of GPU time and about 20 of host, and served it read 28.4 against 13.8 (visit
-    111): its host time says it waits longer."""
+    it only in part. Our launchers took 35-112 us of host a call on two H200 hosts, cuBLAS 15-30.
+    1024x1024x16384's `splitk_tma` was tuned 0.4-2% ahead of cuBLAS (53-55 us, three runs); served to
+    the held-out 768x768x12288 in fp16 it read 82.5 us against cuBLAS's 33.2 in one process,
+    33.8 against 33.5 in another. At 495x5333x71 bf16 `grouped` was tuned at 12.9 us against
+    cuBLAS's 13.6, 10.3 of GPU time and about 20 of host, and served it read 28.4 against 13.8:
+    its host time says it waits longer."""
     if library is None:
         return True
     rival = Candidate(library, LIBRARY_CONFIG, candidate.ratio)
@@ -151,7 +151,7 @@ def aligned_shapes(shapes: list[tuple[int, int, int]], dtype: torch.dtype) -> li
     are: where rows are not, cuBLAS runs 2-4x slower (4097^3 bf16: 1.04 ms against 0.256 for
     `persistent_tma_bands`), so a Triton win there says nothing of a problem where cuBLAS runs at full
     speed. With only 4097^3 and 2048x50257x768 tuned, the held-out 768x768x12288 took 4097^3's bands and
-    read 75.6 us against cuBLAS's 34.0 (H200 bf16, visit 144); with no aligned shape the library serves."""
+    read 75.6 us against cuBLAS's 34.0 (H200 bf16); with no aligned shape the library serves."""
     return [s for s in shapes if unaligned_rows(Problem(*s, dtype)) is None]
 
 
@@ -162,7 +162,7 @@ def wave_matched_split(cfg: MatmulConfig, tuned: tuple[int, int, int], p: Proble
 
     Why: 1024x1024x16384's split 2 of 64 tiles (128x128) is 128 programs, one wave of the H200's 132
     SMs; served as it is to the held-out 768x768x12288 (36 tiles), it launched 72 and ran 0.84 of
-    cuBLAS, where split 3 (108 programs) ties it (H200, visits 97-98, docs/perf-notes.md)."""
+    cuBLAS, where split 3 (108 programs) ties it (H200; docs/design.md, "Fitting a config to the problem")."""
     if cfg.split_k == 1:
         return cfg
     programs = cfg.split_k * cdiv(tuned[0], cfg.block_m) * cdiv(tuned[1], cfg.block_n)

@@ -10,9 +10,9 @@ and store C only element by element: no run of 8 columns starts on 16 bytes. `gr
 into rows 128 bytes apart (`pitched_copy`) and stores C into such rows (`aligned_rows`, returned as an
 (M, N) view, not contiguous), and tells the kernel N is the pitch: a multiple of 64 columns, so the
 wrap, the mask and the row strides keep 16-byte vectors. The padding columns of C take A times B's
-padding and are never read. At 495x5333x71 on the H200 (L2 flushed, CUDA graphs;
-bench/probes/pitched_pointer.py, visit 108): 8.1-8.2 us in 64x128x32 tiles, B's copy included,
-against `grouped`'s best 10.3 (128x128x32 in one masked K loop, visit 111) and cuBLAS's 10.5-11.2.
+padding and are never read. At 495x5333x71 on the H200 (L2 flushed, CUDA graphs): 8.1-8.2 us in
+64x128x32 tiles, B's copy included, against `grouped`'s best 10.3 (128x128x32 in one masked K loop)
+and cuBLAS's 10.5-11.2.
 Its launcher's two launches and two allocations cost host time (35 us a call against `grouped`'s 18
 on that host), so an eager caller of so short a product waits on the host either way.
 """
@@ -50,7 +50,7 @@ def _grouped_kernel(
 
 
 # Called directly after a key's first launch: Triton's JIT path binds and specialises every argument
-# on each call, 11.6 us of host for a no-op kernel on the H200 host (visit 93), and below about 50 us
+# on each call, 11.6 us of host for a no-op kernel on an H200 host, and below about 50 us
 # of GPU an eager caller, and do_bench after an L2 flush of about 70 us, waits for the host.
 _CALLS = DirectCalls(_grouped_kernel)
 
@@ -93,6 +93,6 @@ def grouped_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Te
     c = aligned_rows(m, n, like=a)
     pitch = c.stride(0)  # a multiple of 64 columns (bf16), as `pitched_copy`'s rows of B
     b_rows = b if _in_rows(b, pitch) else pitched_copy(b)
-    # the peeled K loop it was measured with (visit 108), not `grouped`'s one masked loop for short K
+    # the peeled K loop it was measured with (8.1-8.2 us above), not `grouped`'s one masked loop for short K
     _launch(_PAD_CALLS, a, b_rows, c, pitch, cfg, masked_k_loop=False)
     return c

@@ -28,7 +28,7 @@ def dependent_launch(device: torch.device) -> bool:
     """Whether the Hopper launchers' kernels take part in programmatic dependent launch on `device`:
     on CUDA (their TMA already needs compute capability 9.0, as griddepcontrol does), never under
     Triton's interpreter, which cannot run griddepcontrol's inline PTX. Measured on the H200 in CUDA
-    graphs with L2 flushed (visit 136): split-K's reduce resident and waiting as the product ends,
+    graphs with L2 flushed: split-K's reduce resident and waiting as the product ends,
     256x256x65536 30.4 -> 29.9 us, 512x512x32768 34.9 -> 34.5; the bands' split tail taking SMs as
     the main band's programs exit, 3072^3 84.1 -> 83.0 (bf16; fp16 alike)."""
     return device.type == "cuda"
@@ -38,18 +38,20 @@ class DirectCalls:
     """One kernel's compiled runners, called directly after a key's first launch through Triton.
 
     Triton's JIT path binds and specialises every argument on each call: 37 us of host time at
-    2000x3000x1500 against 19.5 for the compiled kernel called directly (H200 host, visit 56), where
+    2000x3000x1500 against 19.5 for the compiled kernel called directly (H200 host), where
     the whole call is host-bound. The launcher makes the key from what it already has, and the key
     must fix all Triton specialised on: every int argument's value (its ==1, %16 and int32 range),
     each pointer's 16-byte alignment, the dtypes, the grid and the constexprs. (A key built argument
-    by argument for any kernel cost more than it saved: visit 50.) At most `max_keys` keys, the
-    oldest dropped first: a process that sees a new M every call (decoding) keeps a bounded table.
+    by argument for any kernel cost more than it saved: 25.6 us a launch against 21.9 for Triton's
+    path.) At most `max_keys` keys, the oldest dropped first: a process that sees a new M every call
+    (decoding) keeps a bounded table.
 
     `plan` keeps, under the same keys and bound, what a launcher prepares for a key whatever the
     operands' addresses (checks passed, descriptor templates, the grid, the constexprs): building
     and checking them on every call had persistent_tma spend 41.5 us of Python before each launch on
     the CPU VM, 17.2 with the plan kept; on the H200's host the kept plan's lookup and rebased
-    descriptors take 7 us of a 40 us call (visit 81).
+    descriptors take 7 us of a 40 us call (docs/design.md, "Launching: compiled kernels called
+    directly").
     """
 
     def __init__(self, kernel, max_keys: int = 1024) -> None:

@@ -5,11 +5,11 @@ Why: a persistent grid of P programs over T tiles takes cdiv(T, P) tile times. A
 128x256 tiles, 288 tiles on the H200's 132 SMs are 2.18 waves of work in three tile times. Cut
 at row 2816, the main band (264 tiles, two whole waves) took 77.2 us and the tail (256 rows in
 96 tiles of 128x64) 12.4, against 103.6 for the single grid and 81.7 for cuBLAS (CUDA graphs,
-bf16, visit 70). One kernel doing both lost (`persistent_tma_hybrid`, visits 50-51: its full-wave
+bf16). One kernel doing both lost (`persistent_tma_hybrid`: its full-wave
 loop slowed beside the stream-K part); two launches keep each kernel as fast as it runs alone,
 for one more launch's host time and the tail's second read of B (row bands) or A (column bands),
 from L2 where the operands fit. Eagerly that host time can hide the gain: at 3072^3 the two
-launches took 176 us of host a call on the H200 host against 89 us of GPU (visit 71), so a
+launches took 176 us of host a call on the H200 host against 89 us of GPU, so a
 do_bench time (0.147 ms) showed the host; kernel time (the farm) and CUDA graphs (0.0886 against
 `persistent_tma`'s 0.1008) show the schedule.
 
@@ -19,10 +19,10 @@ at 4097^3 in 128x256 tiles the padded grid is 561 tiles, 4.25 waves in five tile
 columns 0-4095 are four whole waves and column 4096 the tail. A tail that thin (`THIN_TAIL` rows or
 columns or fewer) runs through `splitk_tma`, its K split to fill a wave: in `tail_tile`'s 32x32
 tiles each of the 129 programs ran the whole 65-step K loop, about 25 us; split in 4 over 33 tiles of
-128x16 the padded bands took 0.2474 ms against 0.2671 (bf16, CUDA graphs, visits 82 and 85).
+128x16 the padded bands took 0.2474 ms against 0.2671 (bf16, CUDA graphs; docs/design.md, "Wave bands").
 A tail whose `tail_tile`s would be smaller than the config's tile halved to 128x128 runs in those
 larger tiles with K split to fill the wave, where K is long enough for two splits (`split_tail_config`):
-at 3072^3 the 256-row tail in 96 tiles of 128x64 ran at a third of the main band's rate (ncu, visit 124:
+at 3072^3 the 256-row tail in 96 tiles of 128x64 ran at a third of the main band's rate (ncu,
 tensor pipes 32% busy against 90%).
 Constraints and errors are `persistent_tma`'s (`check_tma`), for both bands.
 """
@@ -43,7 +43,7 @@ from kernels.splitk_tma import launch_into as splitk_tma_into
 
 # Tail tiles up to 128x128 run on one warpgroup (4 warps, 128 fp32 accumulators a thread at most):
 # 128x128 took 17.0 us with 4 warps against 18.8 with 8 at 3072^3, 33.5 against 34.4 at
-# 1000x14336x4096; 64x128 with 4 warps 12.3 (visit 70). Larger tails keep the config's warps.
+# 1000x14336x4096; 64x128 with 4 warps 12.3. Larger tails keep the config's warps.
 ONE_WARPGROUP_MAX = 128 * 128
 
 
@@ -66,7 +66,7 @@ def thin_tail_config(cfg: MatmulConfig, bands: Bands, m: int, n: int, k: int, pr
 
 
 # A split tail's largest tile, its warps there, and its stages. At 3072^3 (bf16, H200, CUDA graphs with
-# L2 flushed, visits 125-127) the bands took 89.3-89.7 us with the tail in 96 tiles of 128x64, 83.3-83.7
+# L2 flushed) the bands took 89.3-89.7 us with the tail in 96 tiles of 128x64, 83.3-83.7
 # in 48 tiles of 128x128 split 2 (96 programs, 8 warps, 4 stages; 84.3 with 4 warps), 86.3 with 3 stages,
 # 89.4 in 24 of 128x256 split 5; fp16 91.3-91.7 -> 85.5-85.8. cuBLAS 74.3-75.0 and 76.4-76.6, the main
 # band alone 67.4. Behind a 128x128 main band (4 stages) a 3-stage split tail lost (97.9 against 96.3).
@@ -108,7 +108,7 @@ BandPlan = tuple[Bands, MatmulConfig, bool]
 def band_plan(m: int, n: int, k: int, cfg: MatmulConfig, programs: int) -> BandPlan | None:
     """The cut, the tail's config and whether the tail runs split-K (`splitk_tma`: thin tails, and tails
     whose K splits in larger tiles), once per shape and config: the two launches already take 60 us of
-    host a call (3072^3, visit 82), and making a config (MatmulConfig checks every field) each call would
+    host a call (3072^3, H200 host), and making a config (MatmulConfig checks every field) each call would
     add to it."""
     bands = wave_bands(m, n, cfg.block_m, cfg.block_n, programs)
     if bands is None:

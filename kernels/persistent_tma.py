@@ -16,7 +16,7 @@ qualify: `persistent_tma` raises `TmaUnsupported` and the config-space rule `tma
 prunes such points before they are queued. Their answer is `persistent_tma_pad`, the same kernel
 after copying each unaligned operand into rows 128 bytes apart (kernels/pitched.py; one extra read
 and write of that operand: for 4096x32001x4096 in bf16, 262 MB of B, 0.155 ms on the H200 against
-a 1.56 ms product, visits 47 and 63) and storing C into a padded buffer where N * itemsize is not a
+a 1.56 ms product) and storing C into a padded buffer where N * itemsize is not a
 multiple of 16 bytes, returned as an (M, N) view with a row stride of N rounded up to 128 bytes (no
 copy; not contiguous). Its rule `tma_needs_padding` keeps it off shapes that need no padding; where
 the last wave is short, `persistent_tma_bands` pads the same way and cuts C in two. The pointer
@@ -222,7 +222,7 @@ def output_descriptor(c: torch.Tensor, cfg: MatmulConfig) -> TensorDescriptor:
     return TensorDescriptor(c, list(c.shape), [c.stride(0), 1], [cfg.block_m, cfg.block_n // 2])
 
 
-# A device's answer once per device: asking costs about 6 us a call on the H200 host (visit 52).
+# A device's answer once per device: asking costs about 6 us a call on an H200 host.
 _device_error = functools.cache(tma_device_error)
 
 
@@ -241,7 +241,7 @@ def check_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConf
 
 
 # Called directly after a key's first launch (kernels.launching.DirectCalls: 37 -> 19.5 us of host
-# time a call at 2000x3000x1500, visit 56), its checks and descriptors made once per key (`TmaPlan`).
+# time a call at 2000x3000x1500, H200 host), its checks and descriptors made once per key (`TmaPlan`).
 # The key (`tma_key`) holds all the kernel was specialised on: the descriptors' dtypes and boxes
 # follow from the dtypes, cfg and the strides; sizes go in by value; the 16-byte aligned starts
 # Triton also asks about are checked on every call (`misaligned`).

@@ -8,7 +8,7 @@ describes the copy.
 The copy is a Triton kernel, one program per BLOCK columns of a row, that writes every column of
 the destination's pitch, zeros past the source's last: its loads from the odd rows cannot be vector
 loads, but its stores, all in bounds of a pitch that is a multiple of 64 elements, are (Inductor's
-generated pad does the same). On the H200 (bf16, CUDA graphs, visits 62-63) it copies 4097x4097 in
+generated pad does the same). On the H200 (bf16, CUDA graphs) it copies 4097x4097 in
 21.6 us and 4096x32001 in 155 us, 3.1-3.4 TB/s, where torch's `copy_` into the padded view took 40
 and 294 us; copies that stored only the source's columns, masked at an odd column count and so
 element by element, reached 0.9-1.55 TB/s.
@@ -25,8 +25,8 @@ from kernels.sizes import cdiv
 
 # Rows of padded operands start 128 B apart, not TMA's minimum of 16: a whole cache line, so a
 # box row of 64 bf16 never straddles two. Kernel time at 128x256x64 on the H200, CUDA graphs
-# (visit 46): 4097^3 0.288 -> 0.237 ms, 4096x32001x4096 1.706 -> 1.635, 2048x50257x768
-# 0.301 -> 0.284; 4096^3, whose rows are 128 B apart either way, 0.200 -> 0.202.
+# (docs/design.md, "Rows 128 bytes apart"): 4097^3 0.288 -> 0.237 ms, 4096x32001x4096 1.706 ->
+# 1.635, 2048x50257x768 0.301 -> 0.284; 4096^3, whose rows are 128 B apart either way, 0.200 -> 0.202.
 PAD_PITCH_BYTES = 128
 
 # Columns a program copies: 1024 bf16 are 2 KiB, eight elements (one 16-byte store) a thread of 4 warps.

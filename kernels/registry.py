@@ -8,7 +8,7 @@
 The built-ins are declared below (`BUILTINS`: module, config space, flags) so that looking one up
 imports neither torch nor Triton: a sweep's driver plans from the declarations, and only the
 workers import the variant modules, when they first launch one (importing them costs 3-5 s of
-start-up, docs/perf-notes.md). A variant module's own `@register_variant` must agree with its
+start-up; docs/design.md, "Start-up"). A variant module's own `@register_variant` must agree with its
 declaration, or importing it fails.
 """
 

@@ -82,7 +82,7 @@ def split_range_jit(pid_k, K, SPLIT_K: tl.constexpr, BLOCK_K: tl.constexpr):
     return k_start, tl.minimum(k_start + chunk, K)
 
 
-@functools.cache  # a device's properties cost about 5 us a call on the H200 host (visit 52)
+@functools.cache  # a device's properties cost about 5 us a call on an H200 host
 def multiprocessor_count(device: torch.device) -> int:
     """SMs of the tensors' device; FALLBACK_PROGRAMS where there are none (a CPU)."""
     module = torch.get_device_module(device) if device.type != "cpu" else None
@@ -93,7 +93,7 @@ def multiprocessor_count(device: torch.device) -> int:
 # The tail band's tiles are halved (longer side first) until they fill this much of a wave, and no
 # further: at 3072^3 its 256 x 3072 in 128x64 tiles (96 on 132 SMs) took 12.4 us, in 128x128 ones
 # (48) 18.8, in 64x64 ones (192) 20.9; 104 x 14336 in 128x128 (112 tiles) 33.5, in 64x128 42.9;
-# 568 x 5000 in 128x256 (100 tiles) 16.6, in 128x128 22.4 (CUDA graphs, bf16, visit 70).
+# 568 x 5000 in 128x256 (100 tiles) 16.6, in 128x128 22.4 (CUDA graphs, bf16, H200).
 TAIL_WAVE_FILL = 2 / 3
 
 
@@ -123,7 +123,7 @@ def tail_tile(m: int, n: int, block_m: int, block_n: int, programs: int) -> tupl
 
 # A tail band this thin or thinner (rows, or columns) is served by split-K: at 4097^3 the column
 # left of 128x256 tiles is one wide, and `tail_tile`'s 32x32 tiles (129, one wave) each ran the whole
-# 65-step K loop, latency-bound, about 25 us of the 267 (visit 82).
+# 65-step K loop, latency-bound, about 25 us of the 267 (H200, docs/design.md, "Wave bands").
 THIN_TAIL = 16
 
 

@@ -1,8 +1,8 @@
 """Integer arithmetic of tiles and splits, and the element sizes of the dtypes a spec may name.
 
 No torch and no Triton: the config spaces' pruning rules and the farm's derived metrics use these,
-and a sweep's driver plans with them without importing either (3-5 s of start-up on an H200 host,
-docs/perf-notes.md). kernels/schedule.py re-exports `cdiv` and `aligned_chunk` for the kernels.
+and a sweep's driver plans with them without importing either (3-5 s of start-up on an H200 host;
+docs/design.md, "Start-up"). kernels/schedule.py re-exports `cdiv` and `aligned_chunk` for the kernels.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ replace any axis's values. `ConfigSpace.configs(problem)` is the Cartesian produ
 configs some rule rejects. Each rule returns the reason it rejects a config, or None.
 
 No torch here: a sweep's driver expands and prunes its plan with these rules and never imports
-torch (docs/perf-notes.md, start-up). `DTYPES` (names to torch dtypes) loads torch when first used.
+torch (docs/design.md, "Start-up"). `DTYPES` (names to torch dtypes) loads torch when first used.
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ def effective_group_m(cfg: MatmulConfig, p: Problem) -> MatmulConfig:
     """The config with the GROUP_SIZE_M that names its program order: with a single tile row or
     column every group_m walks the grid as group_m 1 does, and a group taller than the grid's tile
     rows as group_m = the rows. Planning keeps that config instead of dropping it as a duplicate
-    (`grouping_matters`): with group_m 8 alone, visit 24's llm sweep had no Triton point at 16 tokens
-    and no 64- or 128-row tile at 128 tokens (visits 26 and 27 measured them)."""
+    (`grouping_matters`): with group_m 8 alone, an llm preset sweep had no Triton point at 16 tokens
+    and no 64- or 128-row tile at 128 tokens (later sweeps measured them)."""
     if cfg.group_m == 1:
         return cfg
     rows, columns = cdiv(p.m, cfg.block_m), cdiv(p.n, cfg.block_n)
@@ -166,7 +166,8 @@ def unaligned_rows(p: Problem) -> str | None:
     """Why the rows of contiguous operands do not start on 16 bytes (K of A, N of B and C, times
     the itemsize), or None. TMA descriptors need it, and so do cuBLAS's fast kernels: on the H200
     cuBLAS ran 2.0-4.4x slower than this project's best Triton kernel (`persistent_tma_pad` where it
-    was measured) at 4097^3, 4096x32001x4096, 2048x50257x768 and 2000x3000x1500 (docs/bench/h200.csv)."""
+    was measured) at 4097^3, 4096x32001x4096, 2048x50257x768 and 2000x3000x1500
+    (docs/results/vs_libraries_h200.csv)."""
     for name, size in (("K", p.k), ("N", p.n)):
         if (size * p.elem_bytes) % TMA_ALIGN_BYTES:
             return f"{name}={size} x {p.elem_bytes} B is not a multiple of {TMA_ALIGN_BYTES} B (TMA strides)"
@@ -185,7 +186,7 @@ def tma_needs_padding(cfg: MatmulConfig, p: Problem) -> str | None:
     return None
 
 
-# K up to which `grouped_pad` is planned: measured at K = 71 and 200 (visit 107), where loading B and
+# K up to which `grouped_pad` is planned: measured at K = 71 and 200 (H200), where loading B and
 # storing C are most of the product; with a long K the main loop decides, and TMA's (`persistent_tma_pad`)
 # serves odd N there.
 PAD_POINTER_MAX_K = 512
@@ -225,7 +226,7 @@ def fits_shared_memory_cluster(cfg: MatmulConfig, p: Problem) -> str | None:
     """A cluster's CTA holds the tile's longer side halved and its shorter side whole, in each stage; C
     leaves through pointers, staging nothing. Triton asked 262,208 B for 8 stages of 128x256x64 bf16
     ((128 + 128) x 64 x 8 x 2, and 64 B of barriers), 262,176 for 4 of 128x256x128 and of 256x128x128,
-    and ran 6 of 128x256x64 and 4 of 128x128x128 (196,608; H200, visits 101-102)."""
+    and ran 6 of 128x256x64 and 4 of 128x128x128 (196,608; H200)."""
     long, short = max(cfg.block_m, cfg.block_n), min(cfg.block_m, cfg.block_n)
     need = (long // CLUSTER_CTAS + short) * cfg.block_k * cfg.num_stages * p.elem_bytes
     return f"needs {need} B of shared memory a CTA > {p.smem_limit}" if need > p.smem_limit else None
@@ -233,7 +234,7 @@ def fits_shared_memory_cluster(cfg: MatmulConfig, p: Problem) -> str | None:
 
 def cluster_splits_k(cfg: MatmulConfig, p: Problem) -> str | None:
     """Clusters store C through pointers only when K is split: a whole tile stored through TMA from a
-    2-CTA cluster came out wrong (640x640x24576, all 8 configs at split 1; H200, visit 101)."""
+    2-CTA cluster came out wrong (640x640x24576, all 8 configs at split 1; H200)."""
     return "split_k=1 in a cluster: its tile would go out through a TMA store" if cfg.split_k == 1 else None
 
 
@@ -307,7 +308,7 @@ class ConfigSpace:
 
 
 # Defaults for specs that leave an axis out. Widened where the H200 measurements said
-# (docs/perf-notes.md): 128x256x64 tiles with 8 warps lead on large squares, BLOCK_K 128 and
+# (docs/design.md, "Variants"): 128x256x64 tiles with 8 warps lead on large squares, BLOCK_K 128 and
 # 4-5 stages on skinny K, split factors up to 32 on 256x256x65536; the rules above drop what
 # cannot fit (5 stages of 128x256x64 bf16 need 245,760 B) or cannot matter.
 _TILE_AXES = {
@@ -370,8 +371,8 @@ SPACES: dict[str, ConfigSpace] = {
         ),
     ),
     # skinny K only: what 2-CTA clusters gained there (512x512x32768: 41.2 -> 35.8 us, cuBLAS 33.2;
-    # 256x256x65536: 34.9 -> 32.0, cuBLAS 29.0; H200, visits 101-102). Tiles of 128 and 256 a side:
-    # cuBLAS's 128x64 there ran 35.6 us in clusters at best (visit 102).
+    # 256x256x65536: 34.9 -> 32.0, cuBLAS 29.0; H200). Tiles of 128 and 256 a side:
+    # cuBLAS's 128x64 there ran 35.6 us in clusters at best.
     "splitk_tma_cluster": ConfigSpace(
         "splitk_tma_cluster",
         {

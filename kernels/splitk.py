@@ -45,7 +45,7 @@ def _splitk_kernel(
 
 
 # Called directly after a key's first launch, as `grouped`'s kernel is (Triton's JIT path: 11.6 us of
-# host a call for a no-op kernel on the H200 host, visit 93); splitk_det launches it too.
+# host a call for a no-op kernel on an H200 host); splitk_det launches it too.
 _CALLS = DirectCalls(_splitk_kernel)
 
 

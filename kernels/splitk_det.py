@@ -25,8 +25,7 @@ from kernels.splitk import launch_split
 # 128 on one warp (a 16-byte load a thread a slice) spreads over all. L2 warm, us, 1024/4 against 128/1:
 # (16, 256, 256) 3.6 / 2.1, (8, 512, 512) 3.2 / 2.6, (16, 1024, 1024) 21.6 / 18.6; (4, 4096, 4096) 70.9 /
 # 80.9, (2, 8192, 8192) 153.6 / 318.1. After `splitk_tma_cluster`'s product at 256x256x65536, 30.5 us
-# against 32.3 (fp16; bf16 29.9 against 31.9; cuBLAS 29.5, 28.9; CUDA graphs, L2 flushed, H200, visits
-# 128-129).
+# against 32.3 (fp16; bf16 29.9 against 31.9; cuBLAS 29.5, 28.9; CUDA graphs, L2 flushed, H200).
 REDUCE_WIDE = (1024, 4)
 REDUCE_NARROW = (128, 1)
 REDUCE_NARROW_MAX_OUTPUTS = 1024 * 1024
@@ -64,7 +63,7 @@ def reduce_splits(workspace: torch.Tensor, c: torch.Tensor, overlap: bool = Fals
     overlap: launched with programmatic dependent launch (Hopper), its programs resident while the
     product that wrote the workspace ends, each waiting for it before it reads: for a product that
     lets its dependents launch early (`kernels.splitk_tma`). After one that does not, it saved nothing
-    (30.4 against 30.5 us, visit 136), so `splitk_det` launches it plainly."""
+    (30.4 against 30.5 us, H200), so `splitk_det` launches it plainly."""
     split_k, m, n = workspace.shape
     block, warps = REDUCE_NARROW if m * n <= REDUCE_NARROW_MAX_OUTPUTS else REDUCE_WIDE
     _REDUCE.launch(

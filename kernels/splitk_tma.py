@@ -5,8 +5,8 @@ little, and no other variant here serves it: their blocks start at 64 rows (`blo
 keeps a block within the problem's next power of two), so the dispatcher ran cuBLAS there. With
 16-row blocks and a split of K, every SM streams its own strip of B through a TMA pipeline. On the
 H200 its GPU time ties cuBLAS's at the 16-token rows (CUDA graphs: 8.5 against 8.9 us at
-16x4096x4096, 30.2 against 32.0 at 16x4096x14336; visit 77, docs/perf-notes.md); an eager call's
-host time decided (89-100 us a call with a split then, before the launch plans of session 13).
+16x4096x4096, 30.2 against 32.0 at 16x4096x14336); an eager call's host time decided (89-100 us a
+call with a split, before the launch plans of `kernels.launching.DirectCalls`).
 
 Grid: cdiv(M, BM) * cdiv(N, BN) * SPLIT_K programs, the SPLIT_K programs of a tile side by side
 (`splitk_tile`), chunks of whole BLOCK_K tiles (`split_range`). Each program stores its fp32 partial
@@ -22,12 +22,12 @@ The counters are zeroed once and left zeroed by the kernel, kept per device and 
 whole before it is read: a plain allocation per call (SPLIT_K x tiles x BM x BN x 4 B: 2 MiB at
 16x4096x4096 in 16x128 tiles split 8). SPLIT_K = 1 is a plain one-program-per-tile TMA kernel.
 
-Revived from the visit 42-44 experiment (commit 712b68c), which lost to the pointer `splitk_det`
+Revived from an earlier experiment (commit 712b68c), which lost to the pointer `splitk_det`
 on skinny-K shapes (512x512x32768: 0.71 of cuBLAS against 0.80) with descriptors made on the
 device; these are made on the host once per key (`TmaPlan`), and the compiled kernel is called
 directly (`DirectCalls`). On skinny-K, with the split that fills one wave of programs, it runs at
-0.63-0.99 of cuBLAS in CUDA graphs (visit 88: 38.3 against 29.7 us at 512x512x32768 in 128x128
-tiles split 8, 50.3 against 49.9 at 1024x1024x16384 split 2; visit 86 had tried splits 4-16 only).
+0.63-0.99 of cuBLAS in CUDA graphs (38.3 against 29.7 us at 512x512x32768 in 128x128 tiles split
+8, 50.3 against 49.9 at 1024x1024x16384 split 2; docs/design.md, "Split-K through TMA").
 Layout constraints are persistent_tma's (`check_tma`, the rule `tma_strides_aligned`). `launch_into`
 writes into a C it is given (a view): `persistent_tma_bands` runs its thin tail bands through it.
 
@@ -37,17 +37,17 @@ kernel sums the slices over all SMs, as cuBLAS's skinny-K kernels do (`splitKred
 program of a tile summing SPLIT_K partials alone costs where few tiles take long splits: at
 256x256x65536 (4 tiles of 128x128, split 16) 41.6 us against 34.1 summed apart, cuBLAS 29.0; at
 512x512x32768 42.6 against 40.4 (33.3); where splits are short they tie (768x768x12288 split 3: 30.7
-and 29.9; CUDA graphs, L2 flushed, 6 stages; bench/probes/splitk_reduce.py, visit 97).
+and 29.9; CUDA graphs, L2 flushed, 6 stages).
 
 `splitk_tma_cluster` launches that SUM_APART kernel with each program a cluster of two CTAs
 (Triton's num_ctas=2), the two sharing the program's tile as cuBLAS's skinny-K kernels pair theirs
-(2x1 and 1x2 clusters, docs/bench/cublas_kernels-visit93.txt). Where few tiles take long splits it
+(2x1 and 1x2 clusters, as ncu names cuBLAS's kernels). Where few tiles take long splits it
 closed most of the gap: 512x512x32768 in 128x256 tiles split 8, 6 stages, 35.8 us against 41.2 for
 the best single-CTA config and cuBLAS's 33.2; 256x256x65536 32.5 against 34.9 (29.0); at
-640x640x24576 it lost (48.2 against 38.7; CUDA graphs, L2 flushed; bench/probes/splitk_clusters.py,
-visit 101). Only with K split (the plain kernel's whole-tile TMA store computed wrong in clusters)
-and a row-major A: with A column-major Triton failed to compile it in 16x32 tiles ("PassManager::run
-failed") and it computed wrong in 128x256 tiles at 512x512x32768 (relative error 1.0; visit 103).
+640x640x24576 it lost (48.2 against 38.7; CUDA graphs, L2 flushed). Only with K split (the plain
+kernel's whole-tile TMA store computed wrong in clusters) and a row-major A: with A column-major
+Triton failed to compile it in 16x32 tiles ("PassManager::run failed") and it computed wrong in
+128x256 tiles at 512x512x32768 (relative error 1.0; H200).
 """
 
 from __future__ import annotations
@@ -176,12 +176,12 @@ def splitk_tma_cluster(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> t
     if cfg.split_k == 1:
         raise ConfigError(
             "splitk_tma_cluster needs split_k >= 2: its whole-tile TMA store computed wrong in 2-CTA"
-            " clusters (H200, visit 101); split_k = 1 is splitk_tma's plain kernel"
+            " clusters (H200); split_k = 1 is splitk_tma's plain kernel"
         )
     if a.stride(1) != 1:
         raise TmaUnsupported(
             "splitk_tma_cluster needs a row-major A: with A column-major (its tiles transposed in"
-            " registers) its kernel did not compile or computed wrong in 2-CTA clusters (H200, visit 103)"
+            " registers) its kernel did not compile or computed wrong in 2-CTA clusters (H200)"
         )
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     return _summed_apart(_CLUSTER_CALLS, a, b, c, cfg, num_ctas=CLUSTER_CTAS)

@@ -13,8 +13,8 @@ the `% N` columns contiguous nor the row starts 16-byte aligned, and loaded elem
 row-major operands on the host; the kernels pass it as ALIGN and `_aligned` rewrites those values
 as `x // ALIGN * ALIGN` (the same number, now with a divisibility the compiler can see). The wrapped
 offsets are also declared contiguous (`tl.max_contiguous`, as Inductor's mm template does): where N is
-odd that is what keeps B's scalar loads coalesced (4097^3 in 128x256 tiles 7.18 -> 2.17 ms, H200, visit
-109), and a wrap at N, a multiple of any vector width the address allows, never splits a vector.
+odd that is what keeps B's scalar loads coalesced (4097^3 in 128x256 tiles 7.18 -> 2.17 ms,
+H200), and a wrap at N, a multiple of any vector width the address allows, never splits a vector.
 """
 
 import math
@@ -39,8 +39,8 @@ def pointer_layout(
     c may be a stack of outputs (a split-K workspace): its last two dimensions are the tile's.
     Each tensor's strides are read once: a `stride(i)` call costs about 0.5 us of Python, and a
     launcher's host time is what an eager caller of a short kernel waits for (18-38 us a call for
-    the pointer variants, their kernels called directly, on the H200 host of visit 96:
-    docs/bench/launch_overhead-visit96.csv).
+    the pointer variants, their kernels called directly, on an H200 host; docs/design.md,
+    "Launching: compiled kernels called directly").
     """
     (am, ak), (bk, bn), c_strides = a.stride(), b.stride(), c.stride()
     cm, cn = c_strides[-2:]
@@ -63,7 +63,7 @@ def pointer_key(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, strides: tupl
 # A K loop of at most this many BLOCK_K steps runs as one masked loop (`grouped`): at 495x5333x71 (three
 # steps of 32) it ran 9.9-12.6 us of GPU time that way against 12.6-16.7 peeled (cuBLAS 9.8-10.5); at seven
 # steps (333x4444x200) 9.4-12.7 against 6.4-9.2, at four (5000x5000x200, BLOCK_K 64) 81 against 56
-# (H200, docs/bench/k_loop-visit110.txt). We think the pipeline overlaps masked steps in its loop and
+# (H200). We think the pipeline overlaps masked steps in its loop and
 # not a peeled tail after it, which matters only where the tail is a third of the loop.
 SHORT_K_STEPS = 3
 
@@ -103,7 +103,7 @@ def tile_accumulate(
     # Contiguous runs, said after the wrap (as Inductor's mm template says them): with an odd N Triton
     # knew no contiguity along B's rows, and (we think) laid B's loads out across rows, uncoalesced:
     # `grouped` ran 14.7 us of GPU time at 495x5333x71 bf16 against Inductor's 7.2 in the same tile,
-    # 12.9 with this (H200, visits 108-109). Vectors stay no wider than what Triton knows divides N
+    # 12.9 with this (H200). Vectors stay no wider than what Triton knows divides N
     # (ALIGN, or its own multiple of 16), so a wrap at N never splits one: where that is 1, scalar loads.
     offs_am = tl.max_contiguous((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M, BLOCK_M)
     offs_bn = tl.max_contiguous((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N, BLOCK_N)
