@@ -33,7 +33,7 @@ lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 bench-db: setup
-	$(BIN)/python bench/db_views.py --rows 1000000 --db /tmp/farm-bench.db
+	$(BIN)/python benchmarks/db_views.py --rows 1000000 --db /tmp/farm-bench.db
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

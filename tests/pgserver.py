@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, make_url
 
-from bench.ports import free_port
+from tools.ports import free_port
 
 PG_URL_VAR = "FARM_TEST_PG_URL"
 SKIP_VAR = "FARM_SKIP_POSTGRES"

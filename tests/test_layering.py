@@ -1,10 +1,13 @@
-"""The import layering of DESIGN.md "Top level", read from the source with `ast` (every import,
-function-level ones included):
+"""The import layering, read from the source with `ast` (every import, function-level ones included):
 
 - `kernels` and `db` import nothing of farm, dashboard or the command line;
 - `dashboard` imports `db` (and `kernels` at most);
 - `farm` imports neither `dashboard` nor the command line;
 - the command line (`cli`, and the script farm/sweep.py that `ray submit` runs) is imported by none;
+- `tools` (builders of the shipped files, helpers the benchmarks and tests share) imports the product
+  but not `benchmarks`; `benchmarks` (the maintained studies) may import anything but the tests; the
+  tests import no benchmark (a study is run, not imported: what a test needs lives in `tools`), and
+  the product imports neither;
 - no import cycles between modules.
 
 The checker runs on any tree, so the tests below also plant violations and see them reported.
@@ -19,16 +22,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("kernels", "db", "farm", "dashboard", "cli")
+PRODUCT = ("kernels", "db", "farm", "dashboard", "cli")
+PACKAGES = (*PRODUCT, "tools", "benchmarks", "tests")
 # Modules of a package that are command-line scripts, not part of the package's layer: farm/sweep.py
-# stays at that path because `ray submit cluster.yaml farm/sweep.py` names it (DESIGN "Where it runs").
+# stays at that path because `ray submit cluster.yaml farm/sweep.py` names it.
 SCRIPTS = {"farm.sweep": "cli"}
 MAY_IMPORT = {
     "kernels": {"kernels"},
     "db": {"db"},
     "farm": {"farm", "kernels", "db"},
     "dashboard": {"dashboard", "db", "kernels"},
-    "cli": set(PACKAGES),
+    "cli": set(PRODUCT),
+    "tools": {*PRODUCT, "tools"},
+    "benchmarks": {*PRODUCT, "tools", "benchmarks"},
+    "tests": {*PRODUCT, "tools", "tests"},
 }
 
 
@@ -220,6 +227,26 @@ def test_a_clean_planted_tree_passes(tmp_path: Path) -> None:
             },
             "import cycle: farm.a -> farm.b -> farm.c",
             id="three-module-cycle",
+        ),
+        pytest.param(
+            {"benchmarks/fidelity.py": "", "tests/kernels/test_x.py": "from benchmarks.fidelity import f\n"},
+            "tests.kernels.test_x imports benchmarks.fidelity: tests may not import benchmarks",
+            id="test-imports-a-benchmark",
+        ),
+        pytest.param(
+            {"benchmarks/fidelity.py": "", "tools/gpu_methods.py": "import benchmarks.fidelity\n"},
+            "tools.gpu_methods imports benchmarks.fidelity: tools may not import benchmarks",
+            id="tool-imports-a-benchmark",
+        ),
+        pytest.param(
+            {"tools/ports.py": "", "farm/driver.py": "from tools.ports import free_port\n"},
+            "farm.driver imports tools.ports: farm may not import tools",
+            id="product-imports-a-tool",
+        ),
+        pytest.param(
+            {"tools/ports.py": "", "cli/__init__.py": "import tools.ports\n"},
+            "cli imports tools.ports: cli may not import tools",
+            id="cli-imports-a-tool",
         ),
     ],
 )

@@ -9,7 +9,7 @@
 - splitk_verdict: the H200 case where the best per-block split-K ratio and best-vs-best disagree.
 - fidelity: revision 0002's columns: grouping that saves time and more energy, split-K whose eager
   speedup differs from its kernel-time one, and a pair stored before 0002.
-The 100,000-row database is bench/sample_db.py's big_db (the benchmark builds it too).
+The 100,000-row database is tools/sample_db.py's big_db (the benchmark builds it too).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reading back what each chart of a page run under AppTest received (bench/apptest.py runs the pages)."""
+"""Reading back what each chart of a page run under AppTest received (tools/apptest.py runs the pages)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 import pyarrow as pa
 from streamlit.testing.v1 import AppTest
 
-from bench.apptest import app, render, show  # noqa: F401  (the tests import them from here)
 from dashboard.common import PAGES  # noqa: F401
+from tools.apptest import app, render, show  # noqa: F401  (the tests import them from here)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from bench.browser import (
+from tools.browser import (
     PAGES,
     REPO,
     Console,
@@ -23,7 +23,7 @@ from bench.browser import (
     url,
     wait_drawn,
 )
-from bench.ports import free_port
+from tools.ports import free_port
 
 pytestmark = pytest.mark.slow
 

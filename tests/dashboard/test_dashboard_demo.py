@@ -146,7 +146,7 @@ def test_the_demo_is_small_current_and_packaged() -> None:
     try:
         open_engine(str(DEMO), readonly=True).dispose()
     except DatabaseError as exc:  # a new schema revision: the dashboard would refuse the demo
-        pytest.fail(f"{exc}\nMigrate the demo: python bench/demo_db.py --upgrade")
+        pytest.fail(f"{exc}\nMigrate the demo: python tools/demo_db.py --upgrade")
     data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert any(DEMO.relative_to(REPO / "dashboard").match(glob) for glob in data["dashboard"])
     shipped = subprocess.run(

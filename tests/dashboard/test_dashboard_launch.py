@@ -16,11 +16,11 @@ from pagekit import REPO, app
 from sqlalchemy import make_url
 
 import cli
-from bench.ports import free_port
 from dashboard import launch
 from db.engine import display_target, make_engine
 from db.errors import DatabaseError
 from db.schema import ensure_current
+from tools.ports import free_port
 
 
 class FakePopen:

@@ -281,7 +281,7 @@ def test_energy_above_the_power_limit_is_not_reported(tmp_path: Path, watts: flo
     [
         ({"regime": "interleaved"}, "interleaved"),
         ({"regime": "rest", "rest_s": 0.5}, "rest, 0.5 s before each launch"),
-        ({"regime": "do_bench", "rep_ms": 100}, "do_bench"),  # bench/serial_loop.py's databases
+        ({"regime": "do_bench", "rep_ms": 100}, "do_bench"),  # tools/serial_loop.py's databases
         ({"regime": "steady"}, "steady"),  # stored before max_settle_s existed: unknown
     ],
 )

@@ -1,12 +1,12 @@
-"""bench/compare_runs.py: two sweeps of the same points against issue #13's repeatability bars."""
+"""tools/compare_runs.py: two sweeps of the same points against issue #13's repeatability bars."""
 
 import json
 import sqlite3
 
 import pytest
 
-from bench.compare_runs import gain_difference, main, read_run, time_deviation
 from tests.samples import H200, Batch, build, record
+from tools.compare_runs import gain_difference, main, read_run, time_deviation
 
 SHAPE = (8192, 8192, 8192)
 
@@ -70,9 +70,9 @@ def test_identical_runs_meet_every_bar(tmp_path, capsys):
 
 
 def test_the_serial_loop_writes_a_run_that_compares(tmp_path, monkeypatch, capsys):
-    """bench/serial_loop.py's rows (launched for real, do_bench replaced by a fixed 2 ms) in a results
+    """tools/serial_loop.py's rows (launched for real, do_bench replaced by a fixed 2 ms) in a results
     database that compare_runs pairs, grouping gains included."""
-    from bench import serial_loop
+    from tools import serial_loop
 
     spec = tmp_path / "two.yaml"
     spec.write_text(
@@ -105,7 +105,7 @@ def test_the_serial_loop_writes_a_run_that_compares(tmp_path, monkeypatch, capsy
 
 
 def test_the_serial_loop_times_every_nth_point_and_says_what_all_would_take(tmp_path, monkeypatch, capsys):
-    from bench import serial_loop
+    from tools import serial_loop
 
     spec = tmp_path / "three.yaml"
     spec.write_text(

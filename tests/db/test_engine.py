@@ -11,10 +11,10 @@ from dbkit import NOT_A_DB, create, read_only, tree
 from sqlalchemy import Engine, inspect, make_url, text
 from sqlalchemy.exc import DBAPIError
 
-from bench.ports import free_port
 from db.engine import make_engine
 from db.errors import DatabaseError
 from db.schema import ensure_current
+from tools.ports import free_port
 
 # (id, target builder from tmp_path, readonly, message fragment)
 BAD_SQLITE: list[tuple[str, Callable[[Path], str], bool, str]] = [

@@ -1,4 +1,4 @@
-"""bench/figures.py draws every figure from a database with the dashboard's charts; the docs show them."""
+"""tools/figures.py draws every figure from a database with the dashboard's charts; the docs show them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import figures
 from dashboard.target import DEMO_DB
+from tools import figures
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

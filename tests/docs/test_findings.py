@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.findings import DEMO_DB, FINDINGS, REPO, Claim, claims, run, unsourced_numbers, updated
 from dashboard.target import DEMO_DB as DASHBOARD_DEMO_DB
+from tools.findings import DEMO_DB, FINDINGS, REPO, Claim, claims, run, unsourced_numbers, updated
 
 DOC = FINDINGS.read_text()
 CLAIMS = claims(DOC)
@@ -78,7 +78,7 @@ def test_the_checker_finds_output_the_data_do_not_give_and_update_rewrites_it() 
 
 
 def test_the_script_and_the_page_agree(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    from bench import findings
+    from tools import findings
 
     monkeypatch.chdir(REPO)
     monkeypatch.setattr("sys.argv", ["findings.py"])

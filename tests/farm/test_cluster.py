@@ -21,9 +21,9 @@ from farmkit import (
     write_spec,
 )
 
-from bench.ports import free_port, stop_group
 from farm.driver import Driver, SweepOptions
 from farm.spec import load_spec
+from tools.ports import free_port, stop_group
 
 RAY = str(Path(sys.executable).with_name("ray"))
 

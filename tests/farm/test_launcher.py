@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from farmkit import REPO, TWO_BATCH_POINTS, TWO_BATCH_SPEC, write_spec
 
-from bench.ports import free_port
+from tools.ports import free_port
 
 pytestmark = pytest.mark.slow
 

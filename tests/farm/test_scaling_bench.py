@@ -1,4 +1,4 @@
-"""bench/scaling.py as it is run on a GPU host, here with logical GPUs: one CSV row per GPU count,
+"""benchmarks/scaling.py as it is run on a GPU host, here with logical GPUs: one CSV row per GPU count,
 and a run stopped by --timeout-s stops the bench and writes no row of its own."""
 
 import csv
@@ -11,7 +11,7 @@ import tempfile
 import pytest
 from farmkit import REPO, TINY_SPEC, TWO_BATCH_POINTS, TWO_BATCH_SPEC, subprocess_env, write_spec
 
-SCALING = str(REPO / "bench" / "scaling.py")
+SCALING = str(REPO / "benchmarks" / "scaling.py")
 
 
 @pytest.fixture

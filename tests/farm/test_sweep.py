@@ -149,7 +149,7 @@ def test_bad_input_exits_2_and_leaves_the_database_alone(tmp_path, capsys, args,
     ids=["sqlite-folder-missing", "postgresql-unreachable"],
 )
 def test_a_database_that_cannot_open_fails_before_ray_starts(tmp_path, capsys, monkeypatch, target, message):
-    from bench.ports import free_port
+    from tools.ports import free_port
 
     write_spec(tmp_path)
     monkeypatch.setattr(

@@ -93,8 +93,8 @@ def test_configs_illegal_for_the_problem_are_skipped(best):
 
 
 def test_unaligned_rows_prefer_a_tuned_shape_that_is_unaligned_too(tmp_path):
-    """cuBLAS runs 2-4x slower where rows are not 16-byte aligned (docs/bench/h200.csv): an aligned
-    shape's cuBLAS win says nothing there, however near it is."""
+    """cuBLAS runs 2-4x slower where rows are not 16-byte aligned (docs/results/vs_libraries_h200.csv):
+    an aligned shape's cuBLAS win says nothing there, however near it is."""
     dispatch = Dispatcher.load(
         _write(
             tmp_path,

@@ -3,7 +3,7 @@ clock drifting across the replays (an H200 under its power cap) cancels."""
 
 import pytest
 
-import bench.gpu_methods as gm
+import tools.gpu_methods as gm
 
 
 def _drifting_gpu(monkeypatch, slowdown_per_replay: float):

@@ -5,7 +5,7 @@ that differs (a size, a stride, an operand's start modulo 16, the config, atomic
 takes Triton's path under a new key.
 
 Without a GPU nothing compiles, so the kernel is replaced by a stand-in (kernelkit.py); the
-variants' results through the interpreter are test_variants.py's. On a GPU, bench/launch_overhead.py
+variants' results through the interpreter are test_variants.py's. On a GPU, benchmarks/launch_overhead.py
 times both paths.
 """
 

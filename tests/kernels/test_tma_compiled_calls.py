@@ -3,7 +3,7 @@ which calls reuse the compiled kernel directly, with which arguments, and that t
 before them.
 
 Without a GPU nothing compiles, so the kernel is replaced by a stand-in (kernelkit.py). On a GPU,
-bench/launch_overhead.py checks persistent_tma's results through the direct path.
+benchmarks/launch_overhead.py checks persistent_tma's results through the direct path.
 """
 
 import pytest

@@ -1,6 +1,6 @@
-"""bench/vs_libraries.py, the library bench: its quick tuning's configs, its rounds and graphs, what a row
-holds, and its table's merge and verdicts (bench/library_table.py). Kernels run under the interpreter on
-tiny shapes; the timings are stand-ins, so the tests say which call each time came from."""
+"""tools/vs_libraries.py, the library bench's machinery: its quick tuning's configs, its rounds and graphs,
+what a row holds, and its table's merge and verdicts (tools/library_table.py). Kernels run under the
+interpreter on tiny shapes; the timings are stand-ins, so the tests say which call each time came from."""
 
 import functools
 import itertools
@@ -10,15 +10,15 @@ import math
 import pytest
 import torch
 
-from bench.library_table import read_csv
 from kernels.sizes import cdiv
+from tools.library_table import read_csv
 
 
 def test_the_library_bench_quick_tunes_a_problem_shorter_than_its_group():
-    """bench/vs_libraries.py's quick configs carry group_m 8; at 333x4444x5555 (three tile rows of
+    """benchmarks/vs_libraries.py's quick configs carry group_m 8; at 333x4444x5555 (three tile rows of
     128) the rules refuse that group, so visit 36 had no own Triton time there. They walk the rows
     as group_m 3, as planning and the dispatcher do."""
-    from bench.vs_libraries import quick_configs
+    from tools.vs_libraries import quick_configs
 
     configs = list(quick_configs("persistent_tma_pad", 333, 4444, 5555, torch.bfloat16))
     assert configs and {c.group_m for c in configs} == {3}
@@ -30,7 +30,7 @@ def test_the_library_bench_splits_k_through_tma_on_the_skinny_k_class_only():
     filling one wave of 132 programs (and half that): 640x640 in 128x128 tiles is 25 tiles, split 5
     (visit 88's best) and 2. Not at decode (M = 16), where its host time decided the eager times
     (visit 83)."""
-    from bench.vs_libraries import quick_configs, wave_splits
+    from tools.vs_libraries import quick_configs, wave_splits
 
     assert wave_splits(25) == (2, 5) and wave_splits(64) == (1, 2) and wave_splits(200) == (1,)
     configs = list(quick_configs("splitk_tma", 640, 640, 24576, torch.bfloat16))
@@ -50,7 +50,7 @@ def test_the_library_bench_splits_k_through_tma_on_the_skinny_k_class_only():
 def test_the_library_bench_fills_a_wave_of_clusters_on_skinny_k():
     """A `splitk_tma_cluster` program is two CTAs: its splits fill one wave of 66 clusters on 132 SMs
     (512x512 in 128x256 tiles: 8 tiles, split 8 as visit 101's best, and 4), never split 1."""
-    from bench.vs_libraries import quick_configs
+    from tools.vs_libraries import quick_configs
 
     configs = list(quick_configs("splitk_tma_cluster", 512, 512, 32768, torch.bfloat16))
     assert {c.split_k for c in configs if (c.block_m, c.block_n) == (128, 256)} == {4, 8}
@@ -64,7 +64,7 @@ def test_the_library_bench_fills_a_wave_of_clusters_on_skinny_k():
 
 def test_the_library_bench_quick_tunes_a_short_k_in_short_k_steps():
     """K = 71: `grouped` tries BLOCK_K 32 (three masked steps), not the large tiles' 64."""
-    from bench.vs_libraries import quick_configs
+    from tools.vs_libraries import quick_configs
 
     assert {c.block_k for c in quick_configs("grouped", 495, 5333, 71, torch.bfloat16)} == {32}
     assert {c.block_k for c in quick_configs("grouped", 3000, 5000, 1000, torch.bfloat16)} == {64}
@@ -74,7 +74,7 @@ def test_the_library_bench_verdicts_take_the_issues_classes_over_every_row(tmp_p
     """Skinny-K and ragged are the issue's classes, held-out rows included: 768x768x12288 (held out)
     is skinny-K, 128x4096x14336 is not; 2000x3000x1500 (held out, N not a multiple of 16) is ragged,
     the aligned 640x640x24576 of the ragged suite is not. Each line names its worst row."""
-    from bench.vs_libraries import main
+    from tools.vs_libraries import main
 
     header = "m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config\n"
     table = tmp_path / "t.csv"
@@ -111,11 +111,11 @@ def test_the_library_bench_merge_takes_a_shapes_later_row_in_place(tmp_path):
 
 def test_the_library_bench_verdicts_write_nothing_and_merge_needs_an_out(tmp_path, capsys, monkeypatch):
     """`verdicts` only reads; `merge` without --out is refused (it once defaulted to the kept table,
-    so reading the verdicts of another file overwrote docs/bench/h200.csv)."""
-    from bench.vs_libraries import main
+    so reading the verdicts of another file overwrote docs/results/vs_libraries_h200.csv)."""
+    from tools.vs_libraries import main
 
     monkeypatch.chdir(tmp_path)
-    kept = tmp_path / "docs" / "bench" / "h200.csv"
+    kept = tmp_path / "docs" / "results" / "vs_libraries_h200.csv"
     kept.parent.mkdir(parents=True)
     header = "m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config\n"
     kept.write_text(header + "4096,4096,4096,bfloat16,0,2.0,2,2,2,cublas,x\n")
@@ -134,7 +134,7 @@ def test_the_library_bench_verdicts_write_nothing_and_merge_needs_an_out(tmp_pat
 def test_the_library_bench_times_its_rivals_in_rotated_rounds_under_a_warming_gpu():
     """Two measures of one kernel on a GPU slowing 2% a measure: back to back the later one reads
     slower (the bias visit 73 saw); in rotated rounds their medians agree."""
-    from bench.vs_libraries import interleaved_medians
+    from tools.vs_libraries import interleaved_medians
 
     clock, order = [1.0], []
 
@@ -153,7 +153,7 @@ def test_the_library_bench_times_its_rivals_in_rotated_rounds_under_a_warming_gp
 
 
 def test_the_library_bench_refuses_no_rounds(capsys):
-    from bench.vs_libraries import main
+    from tools.vs_libraries import main
 
     with pytest.raises(SystemExit) as stop:
         main(["--rounds", "0", "--device", "cpu"])
@@ -164,7 +164,7 @@ def test_the_library_bench_compiles_inductor_before_it_tunes(tmp_path, monkeypat
     """After torch.compile a Python launcher's host time rose 31.7 -> 44.7-54.7 us a call (visit 90),
     and do_bench reads host time below about 50 us of GPU: the tuning must pick its winner in the
     state the rounds time it in, after Inductor's compile."""
-    import bench.vs_libraries as vl
+    import tools.vs_libraries as vl
 
     monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64)])
     monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: ([(16, 32, 16, 4, 2)], 2, (1,))})
@@ -192,7 +192,7 @@ def test_the_library_bench_compiles_inductor_before_it_tunes(tmp_path, monkeypat
 def test_the_library_bench_row_holds_the_rounds_times_not_the_tunings(tmp_path, monkeypatch, device):
     """triton_ms is the tuning's winner timed again in the rounds: the tuning's own time (the least
     of a dozen noisy ones) is biased low."""
-    import bench.vs_libraries as vl
+    import tools.vs_libraries as vl
 
     monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64)])
     monkeypatch.setattr(vl, "QUICK", {"persistent_tma": lambda m, n, k: ([(16, 32, 16, 4, 2)], 2, (1,))})
@@ -237,7 +237,7 @@ def test_the_library_bench_times_the_own_kernel_fastest_on_the_gpu_in_its_gpu_co
     """triton_ms is the own config fastest eagerly (host time included), triton_graph_ms the one fastest
     on GPU time alone, and the row names it: at 640x640x24576 fp16 the eager pick (a pointer split-K, for
     its launcher's host time) took 45.0 us of GPU where a TMA split-K took 39.4 (visits 129, 133)."""
-    import bench.vs_libraries as vl
+    import tools.vs_libraries as vl
 
     monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64)])
     two = ([(16, 32, 16, 4, 2), (32, 32, 16, 4, 2)], 2, (1,))
@@ -271,7 +271,7 @@ def test_the_library_bench_tunes_a_started_shape_whole_and_starts_none_past_its_
 ):
     """`--budget-s` stops new shapes only: a shape whose tuning outlasts the budget is tuned whole, so
     its row has its own Triton time (two rows of visits 113-114 had none, the tuning cut short)."""
-    import bench.vs_libraries as vl
+    import tools.vs_libraries as vl
 
     monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64), (48, 32, 64)])
     two = ([(16, 32, 16, 4, 2), (32, 32, 16, 4, 2)], 2, (1,))
@@ -300,7 +300,7 @@ def test_the_library_bench_keeps_a_held_out_shapes_own_tuning_apart_from_what_it
 ):
     """A held-out shape is tuned on its own for its triton_ms; which config won goes to the run's tuning
     file, never to --save-best, whose entries serve held-out shapes."""
-    import bench.vs_libraries as vl
+    import tools.vs_libraries as vl
 
     monkeypatch.setitem(vl.SUITES, "tiny", [(32, 48, 64)])
     monkeypatch.setitem(vl.SUITES, "heldout", [(48, 32, 64)])
@@ -324,7 +324,7 @@ def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, c
     the rows measured with it: a launcher whose host time showed eagerly (768, 0.40 of cuBLAS in
     visit 100) is told apart from a kernel that loses on the GPU (512, 0.8 both ways). Rows from
     before the graph columns still read, with no GPU time."""
-    from bench.vs_libraries import main
+    from tools.vs_libraries import main
 
     old = "m,n,k,dtype,heldout,ours_ms,triton_ms,cublas_ms,inductor_ms,ours_variant,ours_config\n"
     new = old.strip() + ",ours_graph_ms,triton_graph_ms,cublas_graph_ms,inductor_graph_ms\n"
@@ -354,7 +354,7 @@ def test_the_library_bench_verdicts_read_gpu_time_where_rows_have_it(tmp_path, c
 
 def test_the_library_bench_refuses_only_shapes_its_suites_do_not_hold(capsys):
     """`--suite skinny --only 640x640x24576` would time nothing (a ragged row): said before any work."""
-    from bench.vs_libraries import main, shapes_outside
+    from tools.vs_libraries import main, shapes_outside
 
     assert shapes_outside(["512x512x32768", "640x640x24576", "7x7x7"], ["skinny"]) == [
         "640x640x24576 (in ragged)",

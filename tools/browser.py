@@ -1,0 +1,168 @@
+"""The dashboard in a real browser: `farm dashboard --headless` in its own process group, Debian's
+Chromium driven by Playwright (never a downloaded browser), and what a page drew.
+
+Used by the browser test, benchmarks/dashboard_render.py and tools/screenshots.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
+
+from dashboard.common import DEFAULT_PAGE, PAGES  # noqa: F401  (PAGES: for the callers)
+from tools.ports import free_port, stop_group
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+# This network refuses Chromium's background connections: without these flags it stalls on them.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+START_S = 60
+WAIT_MS = 30_000
+# Data marks of a Vega chart drawn as SVG that have a real size: not the axes, legends or titles.
+# Vega gives every mark group the class role-mark; an item whose geometry is NaN (a bar from 0 on a
+# log axis) has a zero or non-finite box.
+_COUNT_MARKS = """chart => {
+    const svg = chart.querySelector('svg.marks');
+    if (!svg) return -1;  // canvas (Streamlit switches past 2,000 points per layer): not countable
+    let n = 0;
+    for (const group of svg.querySelectorAll('g.role-mark')) {
+        if (group.closest('.role-axis, .role-legend, .role-title')) continue;
+        for (const item of group.children) {
+            let box;
+            try { box = item.getBBox(); } catch (e) { continue; }
+            const finite = [box.x, box.y, box.width, box.height].every(Number.isFinite);
+            if (finite && (box.width > 0 || box.height > 0)) n++;
+        }
+    }
+    return n;
+}"""
+
+
+def url(base: str, page: str) -> str:
+    return f"{base}/{'' if page == DEFAULT_PAGE else page}"
+
+
+@contextmanager
+def serve_command(cmd: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run a Streamlit server command (its own session: it and its children stop together) and yield
+    its URL once /_stcore/health answers."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_S
+        while not _healthy(base):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{cmd[:4]} exited with {proc.returncode}:\n{log.read_text()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no answer from {base} after {START_S} s:\n{log.read_text()}")
+            time.sleep(0.3)
+        yield base
+    finally:
+        stop_group(proc, 15)
+
+
+@contextmanager
+def serve(db: Path | str, log: Path) -> Iterator[str]:
+    """`farm dashboard --db DB --headless` on a free port; yields its URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "cli", "dashboard", "--db", str(db), "--port", str(port), "--headless"]
+    with serve_command(cmd, port, log) as base:
+        yield base
+
+
+def _healthy(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
+            return r.read() == b"ok"
+    except OSError:
+        return False
+
+
+@contextmanager
+def chromium(profile: Path, **context_options) -> Iterator[Page]:
+    """A tab of Debian's Chromium with a fresh profile in `profile`."""
+    if not CHROMIUM.exists():
+        raise RuntimeError(f"{CHROMIUM} not found: run scripts/system-deps.sh (installs Debian's chromium)")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, **context_options
+        )
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
+
+class Console:
+    """The warnings and errors a tab logs (console.warn/error, uncaught exceptions), since the last take()."""
+
+    def __init__(self, tab: Page) -> None:
+        self.messages: list[str] = []
+        tab.on("console", self._on_message)
+        tab.on("pageerror", lambda exc: self.messages.append(f"pageerror: {exc}"))
+
+    def _on_message(self, msg: ConsoleMessage) -> None:
+        url = msg.location.get("url", "")
+        # Opening a page by its URL (/splitk), Streamlit's client first probes /splitk/_stcore/health and
+        # host-config to find its base path, and the 404s it gets are logged: its discovery, not an error.
+        if msg.text.startswith("Failed to load resource") and re.search(
+            r"/[^/]+/_stcore/(health|host-config)$", url
+        ):
+            return
+        if msg.type in ("warning", "error"):
+            where = msg.location.get("url", "") if msg.text.startswith("Failed to load resource") else ""
+            self.messages.append(f"{msg.type}: {msg.text}" + (f" ({where})" if where else ""))
+
+    def take(self) -> list[str]:
+        out, self.messages = self.messages, []
+        return out
+
+
+def wait_drawn(tab: Page, title: str) -> int:
+    """Wait until the page titled `title` has run and drawn: every widget and table loaded (no
+    skeletons), a canvas or svg in every chart. Returns the number of charts."""
+    tab.get_by_role("heading", name=title, level=1).wait_for(timeout=WAIT_MS)
+    tab.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=WAIT_MS)
+    expect(tab.locator('[data-testid="stSkeleton"]')).to_have_count(0, timeout=WAIT_MS)
+    charts = tab.locator('[data-testid="stVegaLiteChart"]')
+    for i in range(charts.count()):
+        charts.nth(i).locator("canvas, svg").first.wait_for(timeout=WAIT_MS)
+    return charts.count()
+
+
+def marks_per_chart(tab: Page) -> list[int]:
+    """Per chart on the page, the data marks drawn with a real size (-1: drawn on a canvas, not counted)."""
+    charts = tab.locator('[data-testid="stVegaLiteChart"]')
+    return [charts.nth(i).evaluate(_COUNT_MARKS) for i in range(charts.count())]
+
+
+def drawing_problems(tab: Page, console: Console) -> list[str]:
+    """What is wrong with the page just drawn: charts with no marks, and console warnings or errors."""
+    problems = [f"chart {i} draws no marks" for i, n in enumerate(marks_per_chart(tab)) if n == 0]
+    return problems + console.take()

@@ -1,0 +1,487 @@
+"""The machinery of benchmarks/vs_libraries.py (its docstring has the commands): the dispatcher
+(`kernels.matmul`) against cuBLAS and torch.compile max-autotune, in one process.
+
+The table's columns and verdicts: tools/library_table.py.
+triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned there,
+held-out shapes too; every shape's tuning is kept beside the table, `tuning_path`, each config with
+its eager, host and GPU times): the fastest eagerly, and triton_graph_ms the fastest on GPU time
+alone, which may be another config (where a launcher's host time decides the eager time); ours_ms is what
+`kernels.matmul` runs from the best-configs files of `--best` (the farm's export, or `--save-best`
+of earlier pieces) and the quick tuning of this run's tuned suites together. Every time is
+`triton.testing.do_bench`'s median with L2 flushed between launches. Per shape Inductor compiles
+first (its compile leaves Python launchers slower on the host), then the quick tuning runs; ours,
+cuBLAS, Inductor and the tuning's fastest own config are timed last, in rotated rounds (`--rounds`,
+`interleaved_medians`), the median of the rounds kept for each. Then each call is captured in CUDA
+graphs with the same flush and the calls' replays timed together, interleaved
+(`graph_times_ms`): GPU time with no host time, the check on the eager time, which reads a Python
+launcher's host time where it outlasts the flush. `verdicts` reports the issue's numbers on both,
+the second over the rows that have GPU times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+
+from kernels.tuned import TunedConfigs, TunedEntry
+from tools.library_table import CONTENDERS, Row, is_skinny_k, read_csv, verdicts, write_csv
+
+LLM_PROJECTIONS = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # (out, in) of an 8B model
+SUITES: dict[str, list[tuple[int, int, int]]] = {
+    "squares": [(s, s, s) for s in (1024, 2048, 4096, 8192, 16384)],
+    "skinny": [
+        (512, 512, 32768),
+        (256, 256, 65536),
+        (1024, 1024, 16384),
+        (128, 4096, 14336),
+        (64, 8192, 8192),
+    ],
+    "llm": [(t, n, k) for t in (16, 256, 2048, 8192) for n, k in LLM_PROJECTIONS],
+    "ragged": [
+        (3000, 5000, 1000),
+        (96, 7168, 2048),
+        (640, 640, 24576),
+        (1536, 1536, 3072),
+        (4096, 32001, 4096),  # a 32001-token vocabulary
+        (2048, 50257, 768),  # GPT-2's vocabulary
+        (495, 5333, 71),
+        (4097, 4097, 4097),
+    ],
+    # never in a tuning grid: served by the nearest tuned shape
+    "heldout": [
+        (3072, 3072, 3072),
+        (6144, 2048, 5120),
+        (768, 768, 12288),
+        (2000, 3000, 1500),
+        (100, 8192, 8192),
+        (5000, 5000, 200),
+        (1000, 14336, 4096),
+        (333, 4444, 5555),
+    ],
+}
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# Quick tuning: (block_m, block_n, block_k, num_warps, num_stages) per variant; 128x256x64 with 8
+# warps for large outputs (tutorial 09 and the farm's H200 sweeps), smaller tiles and splits for
+# skinny ones. Configs a variant's rules reject for the shape are skipped.
+BIG = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4)]
+SKINNY = [(64, 64, 128, 4, 4), (128, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
+# K of a few dozen (495x5333x71): BLOCK_K 32, the K loop's three masked steps; `grouped` 128x64x32 ran
+# 12.5 us in CUDA graphs against 20.6 for 128x128x64 and cuBLAS's 10.3 (H200); 128x128x32
+# with 4 warps 9.9-10.1 in one masked loop (`kernels.tile.SHORT_K_STEPS`).
+SMALL_K = [(128, 64, 32, 4, 3), (128, 128, 32, 8, 3), (128, 128, 32, 4, 3)]
+# Skinny-K through `splitk_tma` and `splitk_tma_reduce`, each split from `wave_splits`: the best of 57-73
+# configs a shape (H200, L2 flushed in CUDA graphs) was one of
+# these at the five skinny-K shapes: 6 stages, up to 6.5 us ahead of 4 (`splitk_tma` at 1024x1024x16384:
+# 49.5 against 56.0); summed apart 4 stages did as well at 512x512x32768.
+SPLITK_TMA = [(128, 128, 64, 4, 6), (128, 128, 64, 8, 6), (128, 128, 64, 8, 4), (128, 64, 64, 4, 6)]
+# `splitk_tma_cluster`'s best in 2-CTA clusters (CUDA graphs, L2 flushed, H200):
+# 128x256x64, 8 warps, 6 stages at 512x512x32768 (35.8 us) and 1024x1024x16384 (49.7);
+# 128x128x128, 4 warps, 4 stages at 256x256x65536 (32.0; 128x128x64 in 6 stages 32.5); 256x128x64
+# within 5% of either.
+SPLITK_CLUSTER = [(128, 256, 64, 8, 6), (128, 128, 128, 4, 4), (128, 128, 64, 4, 6), (256, 128, 64, 8, 6)]
+QUICK_PROGRAMS = 132  # the H200's SMs; the tuning passes its device's count
+
+
+def is_skinny(m: int, n: int) -> bool:
+    """A small output, or a thin one: the quick tuning's small tiles and splits."""
+    return m * n <= 1024 * 1024 or min(m, n) <= 128
+
+
+def wave_splits(tiles: int, programs: int = QUICK_PROGRAMS) -> tuple[int, ...]:
+    """Splits of K that fill one wave of `programs` with `tiles` output tiles, and half that (longer
+    chunks, half the partial tiles to sum): 5 and 2 for 640x640 in 128x128 tiles (25 tiles)."""
+    fill = max(1, min(64, programs // tiles))
+    return tuple(sorted({fill, max(1, fill // 2)}))
+
+
+# variant -> (m, n, k) -> (tiles, group_m, splits); splits None: `wave_splits` of each tile's count
+QUICK = {
+    "persistent_tma": lambda m, n, k: (SKINNY if is_skinny(m, n) else BIG, 8, (1,)),
+    # odd N or K only
+    "persistent_tma_pad": lambda m, n, k: (SKINNY[:2] if is_skinny(m, n) else BIG[:2], 8, (1,)),
+    # where the last wave is short it runs two launches; elsewhere it is persistent_tma
+    "persistent_tma_bands": lambda m, n, k: ([] if is_skinny(m, n) else BIG[:2], 8, (1,)),
+    "grouped": lambda m, n, k: (SMALL_K if k <= 128 else SKINNY if is_skinny(m, n) else BIG[:3], 8, (1,)),
+    "streamk_hybrid": lambda m, n, k: (SKINNY[:2] if is_skinny(m, n) else BIG[:2], 8, (1,)),
+    "splitk": lambda m, n, k: (SKINNY, 1, (4, 8, 16, 32)) if is_skinny(m, n) else ([], 1, (1,)),
+    "streamk": lambda m, n, k: (SKINNY[:2], 8, (1,)) if is_skinny(m, n) else ([], 1, (1,)),
+    "splitk_tma": lambda m, n, k: (SPLITK_TMA, 1, None) if is_skinny_k(m, n, k) else ([], 1, (1,)),
+    "splitk_tma_reduce": lambda m, n, k: (SPLITK_TMA, 1, None) if is_skinny_k(m, n, k) else ([], 1, (1,)),
+    "splitk_tma_cluster": lambda m, n, k: (
+        (SPLITK_CLUSTER, 1, None) if is_skinny_k(m, n, k) else ([], 1, (1,))
+    ),
+}
+# Not `grouped_pad`: 8.1 us of GPU time at 495x5333x71 against cuBLAS's 10.5, but its launcher's two
+# launches and two allocations (35 us of host, `grouped` 18) made its eager times bimodal: tuned here
+# it was picked in fp16 at 11-12 us, and the rounds after Inductor's compile read 20.6 against
+# cuBLAS's 13.2, 0.64 of the libraries. The farm measures it by kernel time.
+# `splitk_tma` on the skinny-K class only, not at decode (16-row blocks for M = 16): there its GPU
+# time tied cuBLAS's (CUDA graphs: 8.5 against 8.9 us at 16x4096x4096, 30.2 against 32.0 at
+# 16x4096x14336), but its launcher's 40-100 us of host a call (cuBLAS 15-26; before the launch plans)
+# decided each eager time: the tuning timed 18.2 us there, the rounds 60.1.
+# With its launch plan (43 us of host on one lease's host, 71 on another's) tuned again at 16 tokens:
+# the tuning took it on 5 of 8 rows and the rounds read 0.44-0.99 of cuBLAS there
+# (H200), a host near the L2 flush's length either hidden or not. Skinny-K
+# products run 30-60 us on the GPU. A tuning of splits 4-16 only and had it lose (80.2
+# against 57.5 us at 1024x1024x16384); split 2, which fills the wave with 64 tiles, ran 50.3 against
+# cuBLAS's 49.9. Tuned it won 5 of the 8 skinny-K rows among own variants; the
+# rounds, after Inductor's compile, read host time again (512x512x32768 bf16: 46.6 us in the tuning,
+# 69.2 in the rounds). The farm times it by kernel time.
+
+
+def bench(fn, rep_ms: int = 100) -> float:
+    """ms: do_bench's median, L2 flushed between runs (tools/gpu_methods.py)."""
+    from tools.gpu_methods import do_bench_us
+
+    return do_bench_us(fn, rep_ms) / 1000
+
+
+@functools.cache
+def _flush(device: torch.device):
+    """One flush buffer (256 MB) a device for every graph measure of the run."""
+    from tools.gpu_methods import Flush
+
+    return Flush(device)
+
+
+def graph_times_ms(
+    calls: dict[str, Callable[[], object]], device: torch.device, rounds: int
+) -> dict[str, float]:
+    """ms: each call's GPU time in CUDA graphs with L2 flushed, the calls' replays interleaved over 5
+    rounds per `--rounds` round (`Flush.graphs_flushed_us`); a call that cannot be captured is said and left
+    out, the rest timed together; nothing off CUDA.
+
+    Why together: each call's replays taken apart, in its turn of the rotated rounds, read the same
+    torch.matmul (the dispatcher serving cuBLAS, and cuBLAS) 3.1-6.4% apart on the five power-capped
+    rows of one run and within 0.5% on uncapped ones: under the cap the clock moves between turns.
+    Together, within 0.0-1.7% on the LLM suite's 17 capped rows (1365-1965 MHz)."""
+    if device.type != "cuda":
+        return {}
+
+    def said(name: str, exc: Exception) -> None:
+        print(f"  no graph time for {name}: {str(exc)[:120]}", flush=True)
+
+    # 10 calls a replay, not the probes' 15: a 16384^3 call takes 12 ms
+    times = _flush(device).graphs_flushed_us(calls, 10, 5 * rounds, on_capture_error=said)
+    return {name: us / 1000 for name, us in times.items()}
+
+
+@functools.cache
+def _gpu():
+    from db.records import Backend
+    from farm.gpu import Gpu
+
+    return Gpu(Backend.CUDA)
+
+
+def gpu_state(device: torch.device):
+    """The GPU's SM clock, temperature and throttle reasons now (`farm.gpu.GpuState`); empty off CUDA."""
+    from farm.gpu import GpuState
+
+    return _gpu().state() if device.type == "cuda" else GpuState()
+
+
+def interleaved_medians(measures: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Each measure taken `rounds` times, the order rotated every round; the median of each.
+
+    Why: timed one after another, the same cuBLAS kernel read 186 then 203 us at 4096^3 in one
+    process (Inductor had picked it), 195 then 200 through torch.matmul: the GPU warms
+    and its clock falls. A row timed cuBLAS first, cold, and the dispatcher and Inductor after the
+    quick tuning had heated the GPU; and min(cuBLAS, Inductor) of two noisy times of one kernel is
+    biased low. Rotated rounds give every measure the same mix of states.
+    """
+    names = list(measures)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            times[name].append(measures[name]())
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype, programs: int = QUICK_PROGRAMS):
+    from kernels import MatmulConfig, Problem, get_variant
+    from kernels.sizes import cdiv
+    from kernels.space import CLUSTER_CTAS, effective_group_m
+
+    tiles, group_m, splits = QUICK[variant](m, n, k)
+    space = get_variant(variant).space
+    problem = Problem(m, n, k, dtype)
+    # a program of `splitk_tma_cluster` takes CLUSTER_CTAS SMs: a wave holds that many times fewer
+    wave = programs // CLUSTER_CTAS if variant == "splitk_tma_cluster" else programs
+    for bm, bn, bk, w, st in tiles:
+        for s in splits or wave_splits(cdiv(m, bm) * cdiv(n, bn), wave):
+            cfg = MatmulConfig(bm, bn, bk, group_m=group_m, split_k=s, num_warps=w, num_stages=st)
+            # as planning and the dispatcher do: group_m 8 over 333 rows (three tile rows) walks
+            # them as group_m 3; the rules refuse the taller group (no own Triton time)
+            cfg = effective_group_m(cfg, problem)
+            if space.prune(cfg, problem) is None:
+                yield cfg
+
+
+def tune_shape(a, b) -> list[TunedEntry]:
+    """Every quick config of every variant on this shape: entries in the best-configs format, each with its
+    eager time (`ms`), host time and GPU time alone (`gpu_ms`, on CUDA). A shape started is tuned whole
+    (`--budget-s` only stops new shapes): cut by the budget, two rows of one run had no own Triton
+    time and served what a part of the tuning had found."""
+    from kernels import check_accuracy, get_variant, reference_matmul
+    from kernels.dispatch import device_name
+    from kernels.schedule import multiprocessor_count
+
+    m, k = a.shape
+    n = b.shape[1]
+    ref = reference_matmul(a, b)
+    entries = []
+    for variant in QUICK:
+        launch = get_variant(variant).launch
+        for cfg in quick_configs(variant, m, n, k, a.dtype, multiprocessor_count(a.device)):
+            call = functools.partial(launch, a, b, cfg)
+            try:
+                if not check_accuracy(call(), ref, a.dtype, k).ok:
+                    print(f"  WRONG {variant} {cfg.key}", flush=True)
+                    continue
+                # eager, as `kernels.matmul`'s callers wait: picked on GPU time alone, the tuning had the
+                # dispatcher serve `persistent_tma_bands` at 495x5333x71 bf16 (9.6 us of GPU against
+                # cuBLAS's 10.5), which took 76.2 us eagerly against 13.4
+                ms = bench(call)
+                host = call_host_ms(call, ms, a.device)
+                gpu = graph_times_ms({"config": call}, a.device, rounds=1).get("config")
+            except Exception as exc:  # out of resources and the like: skip the config
+                print(f"  skip {variant} {cfg.key}: {str(exc)[:120]}", flush=True)
+                continue
+            entries.append(_entry(device_name(a.device), a.dtype, m, n, k, variant, ms, cfg, host, gpu))
+    return entries
+
+
+def fastest(entries: list[TunedEntry], time_key: str) -> TunedEntry | None:
+    """The entry least in `time_key` (`ms`, eager; `gpu_ms`, GPU time alone) among those that have it."""
+    timed = [e for e in entries if getattr(e, time_key) is not None]
+    return min(timed, key=lambda e: getattr(e, time_key)) if timed else None
+
+
+# GPU time a pass of host_us's calls may queue: 50 calls under 0.4 ms, 3 of a 13 ms 16384^3 call.
+HOST_PASS_MS = 20
+
+
+def call_host_ms(fn, ms: float, device: torch.device) -> float | None:
+    """fn's host time a call (tools.gpu_methods.host_us), `ms` its time: for every entry, long ones too,
+    as the dispatcher weighs it wherever a problem's call is short, and an entry tuned on a long call can
+    serve a short one (`kernels.dispatch.serving_order`). The calls a pass are as many as queue about
+    HOST_PASS_MS of GPU work, 3 to 50. None off CUDA (the interpreter's host time says nothing)."""
+    from tools.gpu_methods import host_us
+
+    if device.type != "cuda":
+        return None
+    return host_us(fn, calls=max(3, min(50, int(HOST_PASS_MS / ms)))) / 1000
+
+
+def _entry(
+    gpu, dtype, m, n, k, variant, ms, cfg, host_ms: float | None = None, gpu_ms: float | None = None
+) -> TunedEntry:
+    from kernels.space import dtype_name
+
+    tflops = 2 * m * n * k / ms * 1e-9
+    return TunedEntry(gpu, dtype_name(dtype), m, n, k, variant, ms, cfg, tflops, host_ms, gpu_ms)
+
+
+def _mm(x, y):
+    return torch.matmul(x, y)
+
+
+def inductor_compiled(a, b) -> Callable[[], torch.Tensor]:
+    """torch.compile max-autotune's multiply of a and b, compiled and autotuned (by its first call)."""
+    torch._dynamo.reset()  # a fresh compile per shape: no recompile limit, no dynamic shapes
+    compiled = torch.compile(_mm, mode="max-autotune-no-cudagraphs", dynamic=False)
+    compiled(a, b)
+    return lambda: compiled(a, b)
+
+
+def write_best(path: Path, entries: list[TunedEntry]) -> None:
+    TunedConfigs(entries).save(path)
+
+
+def shapes_outside(only: list[str], suites: list[str]) -> list[str]:
+    """Each `--only` shape that none of `suites` holds, with the suites that do: such a run would time
+    nothing for it (a run that asked the skinny suite for 640x640x24576, a ragged row, wrote none)."""
+
+    def holders(shape: str) -> list[str]:
+        return [name for name, shapes in SUITES.items() if shape in {f"{m}x{n}x{k}" for m, n, k in shapes}]
+
+    stray = [shape for shape in only if not set(holders(shape)) & set(suites)]
+    return [f"{shape} (in {', '.join(holders(shape)) or 'no suite'})" for shape in stray]
+
+
+def run(args) -> list[Row]:
+    from kernels import LIBRARY_CONFIG
+    from kernels.dispatch import Dispatcher, device_name
+    from kernels.schedule import multiprocessor_count
+
+    device = torch.device(args.device)
+    sms = multiprocessor_count(device)
+    start = time.time()
+    budget_end = start + args.budget_s
+    rows: list[Row] = []
+    tuned_entries: list[TunedEntry] = []  # the tuned suites': what the dispatcher serves from
+    tunings: list[TunedEntry] = []  # every shape's, held-out too: `tuning_path`
+    given = [e for path in args.best for e in TunedConfigs.load(path).entries]
+    for suite in args.suite:
+        heldout = suite == "heldout"
+        if heldout and not given and not tuned_entries:
+            sys.exit("the heldout suite needs --best (or tuned suites earlier in the same run)")
+        for dtype_name_ in args.dtypes:
+            dtype = DTYPES[dtype_name_]
+            for m, n, k in SUITES[suite]:
+                if args.only and f"{m}x{n}x{k}" not in args.only:
+                    continue
+                if time.time() > budget_end:
+                    print(f"budget of {args.budget_s} s spent: stopping before {m}x{n}x{k}", flush=True)
+                    return _finish(rows, tuned_entries, tunings, args)
+                gen = torch.Generator(device=device).manual_seed(m + 3 * n + 7 * k)
+                a = torch.randn((m, k), device=device, dtype=dtype, generator=gen)
+                b = torch.randn((k, n), device=device, dtype=dtype, generator=gen)
+                t0 = time.time()
+                # Inductor first: after its compile this process queues a Python launcher slower
+                # (495x5333x71 `grouped`: 31.7 -> 44.7-54.7 us of host a call, H200), and
+                # below about 50 us of GPU do_bench reads host time; so the tuning picks its winner
+                # in the state the rounds time it in (256x256x65536 bf16, tuning against rounds:
+                # 40.5 against 87.1 us tuned before the compile, 40.8 against 41.6 after).
+                inductor = None if args.no_inductor else inductor_compiled(a, b)
+                lib_ms = bench(lambda: torch.matmul(a, b))  # noqa: B023  (the dispatcher's table entry)
+                lib_host = call_host_ms(lambda: torch.matmul(a, b), lib_ms, device)  # noqa: B023
+                entries = tune_shape(a, b)
+                triton_best = fastest(entries, "ms")
+                # the GPU column's own kernel is the one fastest on the GPU: at 640x640x24576 fp16 the eager
+                # pick, a pointer split-K chosen for its launcher's 42 us of host against the TMA split-K's
+                # 63-73, took 45.0 us of GPU (cuBLAS 37.0; the TMA pick 39.4): 0.82
+                gpu_best = fastest(entries, "gpu_ms") or triton_best
+                library = _entry(
+                    device_name(device), dtype, m, n, k, "cublas", lib_ms, LIBRARY_CONFIG, lib_host
+                )
+                tunings += [*entries, library]
+                if not heldout:
+                    tuned_entries += [*entries, library]
+                dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
+                choice = dispatch.choose(m, n, k, dtype, device_name(device), programs=sms)
+                calls = {"ours": lambda: dispatch(a, b), "cublas": lambda: torch.matmul(a, b)}  # noqa: B023
+                if inductor is not None:
+                    calls["inductor"] = inductor
+                graph_calls = dict(calls)
+                if triton_best:  # the tuning's fastest own configs, timed again beside cuBLAS
+                    calls["triton"] = own_call(triton_best, a, b)
+                    graph_calls["triton"] = own_call(gpu_best, a, b)
+                measures = {name: functools.partial(bench, fn, args.rep_ms) for name, fn in calls.items()}
+                before = gpu_state(device)
+                final = interleaved_medians(measures, args.rounds)
+                graphs = graph_times_ms(graph_calls, device, args.rounds)
+                state = before.merge(gpu_state(device))
+                ours, cublas, ind = final["ours"], final["cublas"], final.get("inductor", math.nan)
+                row = Row(
+                    m, n, k, dtype_name_, int(heldout), ours, final.get("triton", math.nan),
+                    cublas, ind, choice.variant, choice.config.key,
+                    *(graphs.get(name, math.nan) for name in CONTENDERS),
+                    state.sm_clock_mhz or math.nan, state.reasons,
+                    own_label(gpu_best) if "triton" in graphs else "",
+                )  # fmt: skip
+                rows.append(row)
+                # after every shape: a killed piece keeps its rows
+                _finish(rows, tuned_entries, tunings, args)
+                base = min(cublas, ind) if not math.isnan(ind) else cublas
+                print(
+                    f"{suite:8s} {dtype_name_:9s} {m:>6d}x{n:<6d}x{k:<6d}"
+                    f" ours {ours:8.4f} ms ({choice.variant}) triton {row.triton_ms:8.4f}"
+                    f" cublas {cublas:8.4f} inductor {ind:8.4f}"
+                    f"  lib/ours {base / ours:5.2f}; graphs: ours {row.ours_graph_ms:8.4f}"
+                    f" cublas {row.cublas_graph_ms:8.4f}; {row.sm_clock_mhz:.0f} MHz {row.throttle}"
+                    f"  [{time.time() - t0:4.0f} s]",
+                    flush=True,
+                )
+    return _finish(rows, tuned_entries, tunings, args)
+
+
+def own_call(entry: TunedEntry, a: torch.Tensor, b: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """The entry's own kernel on a and b."""
+    from kernels import get_variant
+
+    return functools.partial(get_variant(entry.variant).launch, a, b, entry.config)
+
+
+def own_label(entry: TunedEntry) -> str:
+    """`variant config-key`: which own kernel a row's GPU column timed."""
+    return f"{entry.variant} {entry.config.key}"
+
+
+def _tmp_best(entries: list[TunedEntry], args) -> Path:
+    path = Path(args.out).with_suffix(".best-run.json")
+    write_best(path, entries)
+    return path
+
+
+def tuning_path(out: str | Path) -> Path:
+    """Where a run keeps every shape's quick tuning, held-out shapes too, in the best-configs format: what
+    won each held-out shape on its own (the table keeps only its time), never read by the dispatcher."""
+    return Path(out).with_suffix(".tuning.json")
+
+
+def _finish(rows: list[Row], tuned_entries: list[TunedEntry], tunings: list[TunedEntry], args) -> list[Row]:
+    write_csv(Path(args.out), rows)
+    write_best(tuning_path(args.out), tunings)
+    if args.save_best:
+        write_best(Path(args.save_best), tuned_entries)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("merge", "verdicts"):
+        parser = argparse.ArgumentParser(prog=f"vs_libraries.py {argv[0]}")
+        parser.add_argument("csvs", nargs="+")
+        if argv[0] == "merge":  # no default: a merge must not overwrite the kept table unasked
+            parser.add_argument("--out", required=True)
+        args = parser.parse_args(argv[1:])
+        rows = read_csv(args.csvs)
+        if argv[0] == "merge":
+            write_csv(Path(args.out), rows)
+        print("\n".join(verdicts(rows)))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suite", nargs="+", choices=list(SUITES), default=["ragged"])
+    parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=["bfloat16"])
+    parser.add_argument(
+        "--best", nargs="*", default=[], help="best-configs JSON files (farm export or --save-best)"
+    )
+    parser.add_argument("--save-best", help="write this run's quick tuning as a best-configs JSON")
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "vs_libraries.csv"))
+    parser.add_argument("--budget-s", type=float, default=480, help="start no new shape after this")
+    parser.add_argument(
+        "--no-inductor", action="store_true", help="skip torch.compile (its autotuning is slow)"
+    )
+    parser.add_argument("--only", nargs="*", default=[], help="shapes MxNxK of the suites to run (pieces)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rotated rounds timing ours, cuBLAS, Inductor, own best"
+    )
+    parser.add_argument("--rep-ms", type=int, default=50, help="do_bench's time per measure and round")
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.rep_ms < 1:
+        parser.error(f"--rounds and --rep-ms must be at least 1 (got {args.rounds} and {args.rep_ms})")
+    if stray := shapes_outside(args.only, args.suite):
+        parser.error(f"--only names shapes none of --suite {' '.join(args.suite)} holds: {'; '.join(stray)}")
+    rows = run(args)
+    print(f"\nwrote {len(rows)} rows to {args.out}")
+    print("\n".join(verdicts(rows)))
+
+
+if __name__ == "__main__":
+    main()
