@@ -4,9 +4,10 @@
 
 Fills the database once (bulk insert; reused on later runs when it already holds --rows rows), then
 times each query, filtered by one GPU and dtype as the dashboard does, --reps times, and prints the
-best and median wall time. Results and the machine go in docs/results/db_views.md. Target: < 0.5 s each
-at 10M rows. A database filled by code of an older schema revision is upgraded first (timed: the
-backfill of the summaries).
+best and median wall time. Results and the machine go in docs/results/db_views.md. Target: < 0.5 s
+each at 10M rows. Time: the fill dominates (10M rows: 964 s on a 2-core VM; `make bench-db`'s 1M
+rows about a tenth of that), then every query --reps times. A database filled by code of an older
+schema revision is upgraded first (timed: the backfill of the summaries).
 """
 
 from __future__ import annotations

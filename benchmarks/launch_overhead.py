@@ -14,6 +14,10 @@ host time of queueing `--calls` calls back to back (the GPU idle or behind; sync
 - the variants' launchers as the farm and `kernels.matmul` call them, and torch.matmul.
 After its timing, each variant multiplies new operands of the same shape (through the same path
 as the timed calls) and its result is checked against fp64 (`ok` column).
+
+Writes --out (kept as docs/results/launch_overhead.csv, from `--shapes 512x512x32768 3072x3072x3072
+--calls 60`). Time: one compile per variant and shape, then --calls calls of each; a minute or two
+on an H200 (not timed on its own: it ran in the same device call as the library bench).
 """
 
 from __future__ import annotations

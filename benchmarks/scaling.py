@@ -1,8 +1,7 @@
 """Multi-GPU scaling on one host: the same sweep on 1, 2, 4 (8) GPUs, each run a whole command.
 
     python benchmarks/scaling.py --preset splitk --gpus 1 2 4 8 --csv $OUT/scaling.csv
-    python benchmarks/scaling.py --spec benchmarks/streamk.yaml --regime interleaved --gpus 1 2 \
-        --timeout-s 300 --csv docs/results/scaling_streamk.csv
+    python benchmarks/scaling.py --spec benchmarks/streamk.yaml --regime interleaved --gpus 1 2 --csv X.csv
 
 Each run is `python farm/sweep.py --workers N` in a fresh process, into a fresh database, from an
 empty Triton cache (a cache an earlier run filled made 2 GPUs look "1.5x efficient"). Columns:
@@ -14,6 +13,10 @@ NVLink multicast stays off. --regime runs the same grid under another timing reg
 spec with timing.regime set; the CSV's `regime` column says which); --timeout-s stops a run, its
 local Ray included, and the bench after it, keeping the rows written so far; --visit N fills the
 `visit` column (docs/results/scaling.csv gathers rows of several runs).
+
+Writes --csv (default docs/results/scaling.csv; the stream-K spec's rows are
+docs/results/scaling_streamk.csv). Time: one whole sweep per GPU count; on a 2 x H200 host the splitk
+preset took 131 s on one GPU and 71 s on two, the stream-K spec 182 s and 104 s.
 """
 
 from __future__ import annotations

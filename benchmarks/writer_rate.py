@@ -9,8 +9,9 @@ with synthetic MeasurementRecord batches of the sizes N GPUs produce in a second
 measures about 23 points/s per H200 on the splitk preset, 1400/min), each flush new points as in
 a sweep, on top of what the database already holds (--db may be benchmarks/db_views.py's 1M-row file).
 Prints per flush size: median and p95 seconds of a flush, records/s, and the share of the driver's
-second it takes. Results go in docs/cluster.md ("How many GPUs one driver feeds"). Since revision
-0003 a flush also recomputes the per-shape summaries of what it wrote (db.summaries); these records
+second it takes. Results go in docs/cluster.md ("How many GPUs one driver feeds"; no results file).
+Time: seconds per flush size after the fill. Since revision 0003 a flush also recomputes the
+per-shape summaries of what it wrote (db.summaries); these records
 are each a new shape, the worst case for that (a sweep writes about 100 configs per shape).
 
 A throwaway PostgreSQL as tests/db/conftest.py starts one (as root: runuser -u postgres --):
