@@ -4,13 +4,18 @@ The server binds 127.0.0.1 unless the caller opens it (`host`): the pages show e
 and the database target, and have no login. The target reaches the server through its environment
 (FARM_DB), never its command line: a PostgreSQL URL may carry a password, and any user of the
 machine can read a process's arguments (/proc/PID/cmdline, `ps`).
+
+The server is this process's child and ends with it: SIGTERM (`kill PID`) or SIGINT sent to this
+process alone stops the server too, so no orphan keeps the port.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from dashboard.target import is_demo
@@ -20,6 +25,9 @@ from db.schema import open_engine
 APP = Path(__file__).with_name("app.py")
 DB_ENV = "FARM_DB"  # read by dashboard.common.parse_db
 LOCAL = "127.0.0.1"
+# A server asked to stop (SIGTERM) gets this long before SIGKILL: Streamlit closes its sessions and
+# the port in well under a second here, and the port must be free within 5 s of the stop.
+STOP_GRACE_S = 3.0
 
 
 def streamlit_command(*, port: int = 8501, headless: bool = False, host: str = LOCAL) -> list[str]:
@@ -65,9 +73,39 @@ def run_dashboard(target: str, *, port: int = 8501, headless: bool = False, host
     proc = subprocess.Popen(
         streamlit_command(port=port, headless=headless, host=host), env=streamlit_env(target)
     )
+    # SIGTERM ends this process without unwinding (its default action) and would leave the server
+    # running: turn it into an exception, as Ctrl-C is, while the server runs.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
         return proc.wait()
+    except Terminated:
+        stop_server(proc)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        # Ctrl-C reached Streamlit too (same process group): let it shut down, then report it.
-        proc.wait()
+        # Ctrl-C at a terminal reached Streamlit too (same process group); a SIGINT sent to this
+        # process alone did not: stop it either way, then report the interrupt.
+        stop_server(proc)
         raise
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(Exception):
+    """SIGTERM reached `farm dashboard`."""
+
+
+def _terminated(signum, frame):
+    raise Terminated
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop the server: SIGTERM, then SIGKILL after STOP_GRACE_S; returns once it has exited."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -169,3 +169,50 @@ def test_host_reaches_run_dashboard(monkeypatch: pytest.MonkeyPatch, argv: list[
     monkeypatch.setattr(launch, "run_dashboard", lambda db, **kw: calls.append((db, kw)) or 0)
     assert cli.main(["dashboard", "--db", "x.db", "--port", "8601", *argv]) == 0
     assert calls == [("x.db", {"port": 8601, "headless": False, "host": host})]
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"),
+    [
+        pytest.param(signal.SIGTERM, 128 + signal.SIGTERM, id="sigterm"),
+        pytest.param(signal.SIGINT, 130, id="sigint"),
+    ],
+)
+def test_a_signal_to_the_parent_alone_stops_the_server(
+    dbs: dict[str, Path], tmp_path: Path, signum, status
+) -> None:
+    """`kill PID` (or SIGINT to that PID alone, not its group) of a real `farm dashboard`: the Streamlit
+    child ends with it and the port is free within 5 s. Before, SIGTERM left the child serving the port
+    and SIGINT hung the parent waiting for it."""
+    port = free_port()
+    log = tmp_path / "server.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "cli",
+        "dashboard",
+        "--db",
+        str(dbs["small"]),
+        "--port",
+        str(port),
+        "--headless",
+    ]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        children = _children(proc.pid)
+        assert children, "farm dashboard started no process"
+        os.kill(proc.pid, signum)  # the parent alone
+        sent = time.monotonic()
+        assert proc.wait(5) == status, log.read_text()
+        while _listening(port) or any(Path(f"/proc/{c}").exists() for c in children):
+            assert time.monotonic() - sent < 5, f"port {port} still held: {log.read_text()}"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None or _children(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(15)
