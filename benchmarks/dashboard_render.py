@@ -34,7 +34,7 @@ if str(REPO) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from dashboard.common import DEFAULT_PAGE, PAGES  # noqa: E402
+from dashboard.navigation import DEFAULT_PAGE, PAGES  # noqa: E402
 from tools import apptest, browser, sample_db  # noqa: E402
 
 BUDGET_S = 2.0

@@ -2,7 +2,7 @@
 
 Opens the database read-only (default $FARM_DB, else results.db if it exists, else the demo database
 shipped in dashboard/demo/, with a banner on every page); every page below is layout over
-db.queries through dashboard.common's caches.
+db.queries through dashboard.cache.
 """
 
 import sys
@@ -17,7 +17,7 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from dashboard import common  # noqa: E402
+from dashboard import cache, navigation, widgets  # noqa: E402
 from db import queries  # noqa: E402
 from db.errors import DatabaseError  # noqa: E402
 
@@ -35,27 +35,27 @@ page = st.navigation(
                 f"app_pages/{name}.py",
                 title=title,
                 icon=f":material/{icon}:",
-                url_path=None if name == common.DEFAULT_PAGE else name,
-                default=name == common.DEFAULT_PAGE,
+                url_path=None if name == navigation.DEFAULT_PAGE else name,
+                default=name == navigation.DEFAULT_PAGE,
             )
             for name, title, icon in pages
         ]
-        for section, pages in common.NAV.items()
+        for section, pages in navigation.NAV.items()
     }
 )
 try:
-    st.sidebar.caption(f"Database (read-only): `{common.shown_target()}`")
-    common.demo_banner()
+    st.sidebar.caption(f"Database (read-only): `{cache.shown_target()}`")
+    widgets.demo_banner()
 except DatabaseError as exc:
     st.error(f"Cannot open the results database: {exc}")
     st.stop()
 
-summary = common.query(queries.summary)
+summary = cache.query(queries.summary)
 if not summary["measurements"]:
     st.title(page.title)
     st.info(
-        f"The results database `{common.shown_target()}` holds no measurements yet. Run a sweep into it, "
-        f"e.g. {common.sweep_hint()} (a minute on a CPU; a few seconds on a GPU), then reload this page."
+        f"The results database `{cache.shown_target()}` holds no measurements yet. Run a sweep into it, "
+        f"e.g. {widgets.sweep_hint()} (a minute on a CPU; a few seconds on a GPU), then reload this page."
     )
     if summary["last_sweep"] is not None:
         last = summary["last_sweep"]
@@ -65,4 +65,4 @@ if not summary["measurements"]:
 try:
     page.run()
 except (DatabaseError, SQLAlchemyError) as exc:
-    st.error(f"A query on `{common.shown_target()}` failed: {exc}")
+    st.error(f"A query on `{cache.shown_target()}` failed: {exc}")

@@ -1,4 +1,4 @@
-"""The charts' frames: db.queries' rows (already fetched, cached by dashboard.common) reshaped for
+"""The charts' frames: db.queries' rows (already fetched, cached by dashboard.cache) reshaped for
 display: labels, verdicts, bins, long forms, reference lines. Pure pandas, no database, no Streamlit,
 so each can be tested on a hand-made frame.
 """
@@ -360,8 +360,8 @@ FIRST_SUB_BLOCK_S = 0.02
 def sweep_timing(spec: str | None) -> str:
     """How a sweep timed its points, from its stored spec (`timing:`): the regime, and for `steady`
     whether configs at the power limit settled first (the default until 2026-12-01: up to 1.5 s;
-    docs/design.md, "No settling at the power limit") and how many passes they took. Empty for a sweep whose spec
-    says nothing of timing (a database built by hand)."""
+    docs/design.md, "No settling at the power limit") and how many passes they took. Empty for a sweep
+    whose spec says nothing of timing (a database built by hand)."""
     try:
         timing = json.loads(spec or "{}").get("timing") or {}
     except (ValueError, AttributeError):

@@ -7,14 +7,17 @@ no GPU and no sweep. The pages say so on every page (dashboard.app's banner).
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from db.engine import DEFAULT_TARGET, TARGET_VARIABLE
 
-# bench/demo_db.py builds it from the sweeps named in docs/findings.md.
+# tools/demo_db.py builds it from the sweeps named in docs/findings.md.
 DEMO_DB = Path(__file__).resolve().with_name("demo") / "h200.db"
 
 
@@ -28,6 +31,23 @@ def resolve(explicit: str | None = None) -> str:
     if Path(DEFAULT_TARGET).exists():
         return DEFAULT_TARGET
     return str(DEMO_DB)
+
+
+def parse_db(argv: Sequence[str]) -> str:
+    """`--db` from the script's arguments (those after `--` of `streamlit run app.py -- --db X`), else
+    $FARM_DB (how `farm dashboard` passes it: a URL's password never reaches a command line), else
+    results.db if it exists, else the shipped demo database (resolve)."""
+    args = list(argv)
+    if "--" in args:
+        args = args[args.index("--") + 1 :]
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--db")
+    return resolve(parser.parse_known_args(args)[0].db)
+
+
+def db_target() -> str:
+    """The database this server shows: Streamlit reruns the script with the same sys.argv every time."""
+    return parse_db(sys.argv[1:])
 
 
 def is_demo(target: str) -> bool:

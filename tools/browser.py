@@ -18,7 +18,7 @@ from pathlib import Path
 
 from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
 
-from dashboard.common import DEFAULT_PAGE, PAGES  # noqa: F401  (PAGES: for the callers)
+from dashboard.navigation import DEFAULT_PAGE, PAGES  # noqa: F401  (PAGES: for the callers)
 from tools.ports import free_port, stop_group
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from dashboard.common import PAGES  # noqa: E402
 from dashboard.launch import DB_ENV  # noqa: E402
+from dashboard.navigation import PAGES  # noqa: E402
 from db.engine import display_target  # noqa: E402
 from tools import browser  # noqa: E402
 from tools.ports import free_port  # noqa: E402

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import charts, common
+from dashboard import cache, charts, widgets
 from db import queries
 
 ALL = "all GPUs"
@@ -13,9 +13,9 @@ st.caption(
     "reference of the same inputs, and for atomic variants the largest difference between repeated runs. "
     'Log axes; a bit-exact result is drawn at the bottom and marked "exact".'
 )
-opts = common.query(queries.filter_options)
-gpu = st.sidebar.selectbox("GPU", [ALL, *opts["gpu_names"]], format_func=common.gpu_label, key="acc_gpu")
-acc = common.query(queries.accuracy, gpu_name=None if gpu == ALL else gpu)
+opts = cache.query(queries.filter_options)
+gpu = st.sidebar.selectbox("GPU", [ALL, *opts["gpu_names"]], format_func=widgets.gpu_label, key="acc_gpu")
+acc = cache.query(queries.accuracy, gpu_name=None if gpu == ALL else gpu)
 if acc.empty:
     st.info(f"No checked rows (ok or wrong) on {gpu}. Failed compiles and crashes are never checked.")
     st.stop()

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import charts, common, frames
+from dashboard import cache, charts, frames, texts, widgets
 from db import queries
 
 # fmt: off
@@ -13,12 +13,12 @@ TABLE_COLUMNS = [
 # fmt: on
 
 st.title("Compare sweeps")
-sweeps = common.query(queries.sweeps)
-pair = common.query(queries.default_comparison)
+sweeps = cache.query(queries.sweeps)
+pair = cache.query(queries.default_comparison)
 if pair is None:
     st.info(
         "Comparing needs two sweeps with ok rows; this database has fewer. "
-        f"Run another: {common.sweep_hint()}."
+        f"Run another: {widgets.sweep_hint()}."
     )
     st.stop()
 
@@ -28,14 +28,14 @@ label = lambda i: f"#{i} {names[i]}"
 left, right = st.columns(2)
 a = left.selectbox("Sweep a (before)", ids, index=ids.index(pair[0]), format_func=label, key="cmp_a")
 b = right.selectbox("Sweep b (after)", ids, index=ids.index(pair[1]), format_func=label, key="cmp_b")
-cmp = frames.compare_points(common.query(queries.compare_sweeps, sweep_a=a, sweep_b=b))
+cmp = frames.compare_points(cache.query(queries.compare_sweeps, sweep_a=a, sweep_b=b))
 if cmp.empty:
     st.info("These sweeps share no ok point (same GPU model, variant, dtype, shape and config).")
     st.stop()
 
-note = common.chart_note(*cmp.gpu_name.unique())
+note = widgets.chart_note(*cmp.gpu_name.unique())
 if note:
-    st.warning(common.INTERPRETER_NOTE, icon=":material/warning:")
+    st.warning(texts.INTERPRETER_NOTE, icon=":material/warning:")
 counts = cmp.verdict.value_counts()
 cols = st.columns(3)
 for col, verdict in zip(cols, ("faster", "slower", "same")):
@@ -47,4 +47,4 @@ moved = cmp[cmp.verdict != "same"].sort_values("ratio")
 if moved.empty:
     st.caption("None: every point's p20-p80 intervals overlap.")
 else:
-    st.dataframe(common.label_timings(moved)[TABLE_COLUMNS], hide_index=True)
+    st.dataframe(widgets.label_timings(moved)[TABLE_COLUMNS], hide_index=True)

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import charts, common, frames
+from dashboard import cache, charts, frames, widgets
 from db import queries
 
 # fmt: off
@@ -14,16 +14,16 @@ ROOF_COLUMNS = ["shape", "provider", "config", "ms", "tflops", "pct_peak", "inte
 # fmt: on
 
 st.title("Versus cuBLAS")
-scope, best = common.scoped(queries.best_configs, what="ok rows", preset="smoke")
-common.throttle_badge(**scope.filters)
-common.regime_badge(**scope.filters)
-sizes = common.query(queries.shape_sizes, **scope.filters)
-peaks = common.query(queries.gpu_peaks, gpu_name=scope.gpu)
-vs = common.query(queries.vs_cublas, **scope.filters)
+scope, best = widgets.scoped(queries.best_configs, what="ok rows", preset="smoke")
+widgets.throttle_badge(**scope.filters)
+widgets.regime_badge(**scope.filters)
+sizes = cache.query(queries.shape_sizes, **scope.filters)
+peaks = cache.query(queries.gpu_peaks, gpu_name=scope.gpu)
+vs = cache.query(queries.vs_cublas, **scope.filters)
 if vs.empty:
     st.info(
         f"No shape on {scope.gpu} in {scope.dtype} has both a Triton and a cuBLAS time, so there is no "
-        f"head-to-head; the roofline below needs none. A sweep with cuBLAS: {common.sweep_hint('smoke')}."
+        f"head-to-head; the roofline below needs none. A sweep with cuBLAS: {widgets.sweep_hint('smoke')}."
     )
 else:
     points = frames.with_intensity(vs, sizes)

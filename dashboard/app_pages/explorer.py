@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import common
+from dashboard import cache, texts, widgets
 from db import queries
 
 # The table shows the first ROW_CAP rows (st.dataframe sorts what it holds); the CSV has them all.
@@ -18,10 +18,10 @@ COLUMNS = [
 # fmt: on
 
 st.title("Explorer")
-opts = common.query(queries.filter_options)
+opts = cache.query(queries.filter_options)
 with st.sidebar:
     filters = {
-        "gpu_name": st.multiselect("GPU", opts["gpu_names"], format_func=common.gpu_label, key="x_gpu"),
+        "gpu_name": st.multiselect("GPU", opts["gpu_names"], format_func=widgets.gpu_label, key="x_gpu"),
         "dtype": st.multiselect("dtype", opts["dtypes"], key="x_dtype"),
         "variant": st.multiselect("variant", opts["variants"], key="x_variant"),
         "status": st.multiselect("status", opts["statuses"], key="x_status"),
@@ -32,12 +32,12 @@ with st.sidebar:
         chosen = st.slider(f"{d} range", lo, hi, (lo, hi), key=f"x_{d}") if lo < hi else (lo, hi)
         filters[f"{d}_range"] = None if chosen == (lo, hi) else chosen
 
-total = common.query(queries.count_results, **filters)
-rows = common.label_timings(common.query(queries.results, limit=ROW_CAP, **filters))
+total = cache.query(queries.count_results, **filters)
+rows = widgets.label_timings(cache.query(queries.results, limit=ROW_CAP, **filters))
 shown = f"the first {ROW_CAP:,} are shown" if total > ROW_CAP else "all shown"
 st.caption(f"{total:,} measurements match ({shown}; click a column header to sort).")
-if (rows.timing == common.INTERPRETER_LABEL).any():
-    st.warning(common.INTERPRETER_NOTE, icon=":material/warning:")
+if (rows.timing == texts.INTERPRETER_LABEL).any():
+    st.warning(texts.INTERPRETER_NOTE, icon=":material/warning:")
 n_throttled = int(rows.throttled.fillna(False).sum())
 if n_throttled:
     st.warning(
@@ -45,7 +45,7 @@ if n_throttled:
         "(columns throttled, throttle_reasons, sm_clock_mhz): their times may be slow.",
         icon=":material/speed:",
     )
-common.regime_badge(**filters)
+widgets.regime_badge(**filters)
 # Energy in mJ: a launch of a few us to a few ms at 300-700 W draws about 1 to 1,000 mJ.
 shown = rows[COLUMNS].assign(
     operand_bytes=rows.operand_bytes / 2**20, joules_per_launch=rows.joules_per_launch * 1e3
@@ -71,7 +71,7 @@ st.dataframe(
 )
 st.download_button(
     f"Download CSV ({total:,} rows, every column)",
-    data=common.csv_download(queries.results, **filters),
+    data=cache.csv_download(queries.results, **filters),
     file_name="results.csv",
     mime="text/csv",
     disabled=total == 0,

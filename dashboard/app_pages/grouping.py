@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import charts, common, frames
+from dashboard import cache, charts, frames, widgets
 from db import queries
 
 st.title("Grouping / L2")
@@ -13,12 +13,12 @@ st.caption(
     "gain = value at 1 / value at GROUP_SIZE_M, for kernel time (dots) and joules per launch (triangles). "
     f"Grey band: within {frames.NOISE:.0%} of 1, run-to-run noise on an H200."
 )
-scope, effect = common.scoped(
+scope, effect = widgets.scoped(
     queries.grouping_effect, what="grouped pairs (GROUP_SIZE_M > 1 and = 1, same config)", preset="grouping"
 )
-common.throttle_badge(**scope.filters)
-common.regime_badge(**scope.filters)
-gains = frames.grouping_gains(common.query(queries.grouping_gain, **scope.filters))
+widgets.throttle_badge(**scope.filters)
+widgets.regime_badge(**scope.filters)
+gains = frames.grouping_gains(cache.query(queries.grouping_gain, **scope.filters))
 n_pairs, n_energy = int((gains.measure == "time").sum()), int((gains.measure == "energy").sum())
 if not n_energy:
     st.info(

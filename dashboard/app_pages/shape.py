@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import charts, common, frames
+from dashboard import cache, charts, frames, widgets
 from db import queries
 
 # fmt: off
@@ -14,14 +14,14 @@ ALL_COLUMNS = ["variant", "config_key", "ms", "ms_p20", "ms_p80", "vs_best", "st
 # fmt: on
 
 st.title("Shape")
-scope, shapes = common.scoped(queries.shape_options, what="ok rows", preset="smoke")
+scope, shapes = widgets.scoped(queries.shape_options, what="ok rows", preset="smoke")
 labels = frames.shape_label(shapes)
 label = st.sidebar.selectbox("Shape (most measured first)", labels, key="shape_pick")
 m, n, k = (int(x) for x in label.split("x"))
-common.throttle_badge(**scope.filters, shape=(m, n, k))
-common.regime_badge(**scope.filters, shape=(m, n, k))
-peaks = common.query(queries.gpu_peaks, gpu_name=scope.gpu)
-rows = common.query(queries.results, **scope.filters, m_range=(m, m), n_range=(n, n), k_range=(k, k))
+widgets.throttle_badge(**scope.filters, shape=(m, n, k))
+widgets.regime_badge(**scope.filters, shape=(m, n, k))
+peaks = cache.query(queries.gpu_peaks, gpu_name=scope.gpu)
+rows = cache.query(queries.results, **scope.filters, m_range=(m, m), n_range=(n, n), k_range=(k, k))
 configs = frames.shape_configs(rows, peaks["peak_tflops"])
 best = frames.best_per_variant(configs)
 
@@ -30,16 +30,16 @@ peak = (
 )
 top = best.iloc[0]
 st.caption(
-    f"{label} in {scope.dtype} on {common.gpu_label(scope.gpu)}: {len(configs)} ok configs. Fastest: "
+    f"{label} in {scope.dtype} on {widgets.gpu_label(scope.gpu)}: {len(configs)} ok configs. Fastest: "
     f"{top.variant} {top.config_key}, {top.ms:.4g} ms, {top.tflops:.1f} TFLOP/s ({peak})."
 )
 st.subheader("Best config of each variant")
 st.dataframe(best[BEST_COLUMNS], hide_index=True)
 st.altair_chart(charts.shape_configs(configs, label, scope.note))
 
-sizes = common.query(queries.shape_sizes, **scope.filters)
+sizes = cache.query(queries.shape_sizes, **scope.filters)
 longform = frames.roofline_points(
-    common.query(queries.best_configs, **scope.filters), sizes, peaks["peak_tflops"]
+    cache.query(queries.best_configs, **scope.filters), sizes, peaks["peak_tflops"]
 )
 roofs = frames.roof_lines(
     peaks["peak_tflops"], peaks["peak_gbps"], longform.intensity.min(), longform.intensity.max()

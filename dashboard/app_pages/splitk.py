@@ -3,7 +3,7 @@ and in eager time per call."""
 
 import streamlit as st
 
-from dashboard import charts, common, frames
+from dashboard import cache, charts, frames, widgets
 from db import queries
 
 # fmt: off
@@ -23,18 +23,18 @@ st.caption(
     "(SPLIT_K > 1, any blocks): what a shape gains by splitting. One dot per shape, at the tiles per SM "
     "of its fastest unsplit grid; faint dots: each block shape against its own unsplit time."
 )
-scope, best = common.scoped(
+scope, best = widgets.scoped(
     queries.splitk_best, what="split-K or stream-K rows next to unsplit ones", preset="splitk"
 )
-common.throttle_badge(**scope.filters)
-common.regime_badge(**scope.filters)
+widgets.throttle_badge(**scope.filters)
+widgets.regime_badge(**scope.filters)
 ids = [int(i) for i in (*best.unsplit_id.dropna(), *best.split_id.dropna())]
 table = frames.splitk_table(
     best,
-    common.query(queries.splitk_eager, **scope.filters),
-    common.query(queries.measurement_details, ids=ids),
+    cache.query(queries.splitk_eager, **scope.filters),
+    cache.query(queries.measurement_details, ids=ids),
 )
-blocks = frames.splitk_blocks(common.query(queries.splitk_speedup, **scope.filters))
+blocks = frames.splitk_blocks(cache.query(queries.splitk_speedup, **scope.filters))
 st.caption(
     "Dots: kernel time (the launcher's GPU kernels, what CUDA graphs see). Diamonds: eager time per call, "
     "max(stream time, host time), what a caller without CUDA graphs waits for: split-K's extra zero and "
@@ -69,6 +69,6 @@ st.dataframe(
 shape = st.selectbox("Speedup against SPLIT_K for the shape", shown["shape"].tolist(), key="splitk_shape")
 row = shown[shown["shape"] == shape].iloc[0]
 curve = frames.splitk_curve_band(
-    common.query(queries.splitk_curve, **scope.filters, m=int(row.m), n=int(row.n), k=int(row.k))
+    cache.query(queries.splitk_curve, **scope.filters, m=int(row.m), n=int(row.n), k=int(row.k))
 )
 st.altair_chart(charts.splitk_curve(curve, shape, row.streamk_speedup, scope.note))

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import common, frames
+from dashboard import cache, frames, widgets
 from db import queries
 
 # fmt: off
@@ -13,14 +13,14 @@ SWEEP_COLUMNS = [
 # fmt: on
 
 st.title("Sweeps and environments")
-sweeps = common.query(queries.sweeps)
+sweeps = cache.query(queries.sweeps)
 sweeps["timing_regime"] = sweeps.spec.map(frames.sweep_timing)  # how its points were timed
 for sweep in sweeps.to_dict("records"):
-    common.sweep_alert(sweep, quiet_if_finished=True)
+    widgets.sweep_alert(sweep, quiet_if_finished=True)
 st.subheader("Sweeps")
 st.dataframe(sweeps[SWEEP_COLUMNS], hide_index=True)
 st.subheader("Environments")
-envs = frames.readable_environments(common.label_timings(common.query(queries.environments)))
+envs = frames.readable_environments(widgets.label_timings(cache.query(queries.environments)))
 st.dataframe(
     envs.drop(columns=["fingerprint"]),
     hide_index=True,

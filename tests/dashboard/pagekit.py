@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 from streamlit.testing.v1 import AppTest
 
-from dashboard.common import PAGES  # noqa: F401
+from dashboard.navigation import PAGES  # noqa: F401
 from tools.apptest import app, render, show  # noqa: F401  (the tests import them from here)
 
 REPO = Path(__file__).resolve().parents[2]

@@ -115,7 +115,7 @@ def test_an_explicit_database_wins_over_results_db_and_demo(
 
 
 def test_streamlit_run_without_arguments_resolves_the_same_way(fresh_dir: Path) -> None:
-    from dashboard.common import parse_db
+    from dashboard.target import parse_db
 
     assert parse_db(["app.py"]) == str(DEMO)
     kit.empty_db(fresh_dir / "results.db")

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from pagekit import PAGES, app, charts, layer, render, show, texts
 
-from dashboard import common, target
+from dashboard import cache, target
+from dashboard.texts import GPU_LABEL, INTERPRETER_LABEL
 from db import queries
 
 H200, A100 = kit.H200.gpu_name, kit.A100.gpu_name
@@ -234,7 +235,7 @@ def test_explorer_filters_the_table_and_downloads_every_matching_row(dbs: dict[s
         show(at, "explorer")
         no_exception(at)
         table = at.dataframe[0].value
-        assert len(table) == 26 and table.columns[0] == "timing" and set(table.timing) == {common.GPU_LABEL}
+        assert len(table) == 26 and table.columns[0] == "timing" and set(table.timing) == {GPU_LABEL}
         assert "26 rows" in at.get("download_button")[0].label
 
         at.multiselect(key="x_status").set_value(["wrong", "timeout"]).run()
@@ -247,7 +248,7 @@ def test_explorer_filters_the_table_and_downloads_every_matching_row(dbs: dict[s
         assert at.dataframe[0].value.k.tolist() == [65536]
 
         # The button's CSV is built on click from the same filters, every column included.
-        csv = pd.read_csv(io.BytesIO(common.csv_download(queries.results, status=["wrong"])()))
+        csv = pd.read_csv(io.BytesIO(cache.csv_download(queries.results, status=["wrong"])()))
         assert len(csv) == 1 and csv.rel_err.tolist() == [0.5] and "config_key" in csv.columns
 
 
@@ -282,7 +283,7 @@ def test_sweeps_and_environments(dbs: dict[str, Path]) -> None:
         "small-b": ("finished", 3, "steady, settling up to 1.5 s at the limit, 2 passes at the limit"),
         "small-a100": ("finished", 2, ""),  # a spec without a timing section
     }
-    assert sorted(envs.gpu_name) == [A100, H200] and set(envs.timing) == {common.GPU_LABEL}
+    assert sorted(envs.gpu_name) == [A100, H200] and set(envs.timing) == {GPU_LABEL}
     assert not texts(at, "error") and not texts(at, "warning")
 
 
@@ -455,7 +456,7 @@ def test_shape_page_lists_every_config_with_percent_of_peak(dbs: dict[str, Path]
         assert (bars.rel_lo <= bars.vs_best).all() and (bars.vs_best <= bars.rel_hi).all()
         assert layer(roof, "the chosen shape", "point").data["shape"].tolist() == [label(kit.SKINNY)] * 2
     table = render(dbs["interpreter"], "explorer").dataframe[0].value
-    assert set(table.timing) == {common.INTERPRETER_LABEL} and len(table) == len(kit.interpreter_records())
+    assert set(table.timing) == {INTERPRETER_LABEL} and len(table) == len(kit.interpreter_records())
 
 
 @pytest.mark.parametrize("page", PAGES, ids=list(PAGES))
@@ -499,13 +500,13 @@ def test_missing_or_foreign_database_is_an_error_message(tmp_path: Path) -> None
 def test_db_argument_after_double_dash_else_environment_else_default(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    assert common.parse_db(["--", "--db", "a.db"]) == "a.db"
-    assert common.parse_db(["--db", "postgresql://u@h/d"]) == "postgresql://u@h/d"
+    assert target.parse_db(["--", "--db", "a.db"]) == "a.db"
+    assert target.parse_db(["--db", "postgresql://u@h/d"]) == "postgresql://u@h/d"
     monkeypatch.setenv("FARM_DB", "env.db")
-    assert common.parse_db(["--server.port", "1"]) == "env.db"
+    assert target.parse_db(["--server.port", "1"]) == "env.db"
     monkeypatch.delenv("FARM_DB")
     monkeypatch.chdir(tmp_path)
     # No results.db here: the shipped demo (tests/dashboard/test_dashboard_demo.py has the rest).
-    assert common.parse_db([]) == str(target.DEMO_DB)
+    assert target.parse_db([]) == str(target.DEMO_DB)
     kit.empty_db(tmp_path / "results.db")
-    assert common.parse_db([]) == "results.db"
+    assert target.parse_db([]) == "results.db"

@@ -1,96 +1,23 @@
-"""What every page shares: the database target, the cached engine and query results, the GPU and
-dtype picker, and the notices (empty database, interpreter rows)."""
+"""What the pages show around their charts: the sidebar's GPU and dtype picker, the notices (demo
+database, interpreter rows, throttling, timing regimes, how a sweep ended) and the timing labels."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import Engine
 
 from dashboard import target
+from dashboard.cache import query, shown_target
+from dashboard.texts import GPU_LABEL, INTERPRETER_LABEL, INTERPRETER_NOTE, NOT_GPU, REGIMES
 from db import queries
-from db.engine import describe
-from db.schema import open_engine
-
-# Section -> pages as (file in app_pages/ and url path, title, Material icon); DEFAULT_PAGE is at "/".
-NAV = {
-    "": [("overview", "Overview", "home")],
-    "Why a schedule wins": [
-        ("shape", "Shape", "straighten"),
-        ("splitk", "Split-K", "content_cut"),
-        ("grouping", "Grouping / L2", "grid_view"),
-        ("cublas", "Versus cuBLAS", "speed"),
-    ],
-    "Data": [
-        ("explorer", "Explorer", "table_view"),
-        ("accuracy", "Accuracy", "target"),
-        ("sweeps", "Sweeps and environments", "history"),
-        ("compare", "Compare sweeps", "compare_arrows"),
-    ],
-}
-DEFAULT_PAGE = "overview"
-# Page (file in app_pages/, url path) -> its title, in the sidebar's order.
-PAGES = {name: title for pages in NAV.values() for name, title, _ in pages}
-# A running sweep commits a batch every few seconds: 30 s keeps the pages close to live, while the
-# reruns every widget change causes read the cache (a page on 100k rows: docs/bench/dashboard.md).
-TTL_S = 30
-INTERPRETER_NOTE = (
-    "Rows from Triton's interpreter (TRITON_INTERPRET=1): their times are CPU times, not GPU timings. "
-    "Tile and L2 ratios describe a nominal 132-SM GPU; the speedups say nothing about a real one."
-)
-NOT_GPU = "CPU times, not GPU timings"
-INTERPRETER_LABEL = f"interpreter: {NOT_GPU}"  # the `timing` column of interpreter rows
-GPU_LABEL = "GPU"
-
-
-def parse_db(argv: Sequence[str]) -> str:
-    """`--db` from the script's arguments (those after `--` of `streamlit run app.py -- --db X`), else
-    $FARM_DB (how `farm dashboard` passes it: a URL's password never reaches a command line), else
-    results.db if it exists, else the shipped demo database (dashboard.target.resolve)."""
-    args = list(argv)
-    if "--" in args:
-        args = args[args.index("--") + 1 :]
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--db")
-    return target.resolve(parser.parse_known_args(args)[0].db)
-
-
-def db_target() -> str:
-    return parse_db(sys.argv[1:])
-
-
-@st.cache_resource(show_spinner=False)
-def engine(target: str) -> Engine:
-    """One read-only engine per database for the whole server (a DatabaseError is not cached)."""
-    return open_engine(target, readonly=True)
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def _cached(target: str, module: str, name: str, **filters: Any) -> Any:
-    fn = getattr(importlib.import_module(module), name)
-    with engine(target).connect() as conn:
-        return fn(conn, **filters)
-
-
-def query(fn: Callable[..., Any], **filters: Any) -> Any:
-    """fn(conn, **filters) for a db.queries function, cached for TTL_S seconds."""
-    return _cached(db_target(), fn.__module__, fn.__name__, **filters)
-
-
-def shown_target() -> str:
-    """The database as the pages name it: a PostgreSQL URL without its password."""
-    return describe(engine(db_target()))
 
 
 def demo_banner() -> None:
     """On the shipped demo database: say so, with the GPU, versions and dates from its own rows."""
-    if target.is_demo(db_target()):
+    if target.is_demo(target.db_target()):
         st.info(target.banner(query(queries.environments), query(queries.sweeps)), icon=":material/science:")
 
 
@@ -178,17 +105,6 @@ def label_timings(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def csv_download(fn: Callable[..., pd.DataFrame], **filters: Any) -> Callable[[], bytes]:
-    """The CSV of fn(conn, **filters), built only when the download button is clicked."""
-    target = db_target()
-
-    def build() -> bytes:
-        with engine(target).connect() as conn:
-            return fn(conn, **filters).to_csv(index=False).encode()
-
-    return build
-
-
 def throttle_badge(**filters: Any) -> None:
     """A warning when NVML reported a throttle reason around any of the ok rows a page shows, with how
     many and the lowest SM clock: a throttled row's time is slower than the GPU can do."""
@@ -200,17 +116,6 @@ def throttle_badge(**filters: Any) -> None:
             f"reported a throttle reason{clock}. Their times may be slow; Explorer: throttle_reasons.",
             icon=":material/speed:",
         )
-
-
-# What each timing regime means for the numbers a page shows (farm.measure; README "What a measurement is").
-REGIMES = {
-    "steady": "each config in its own steady state under the power limit, as do_bench and Triton's "
-    "autotuner see it",
-    "interleaved": "every config of a shape launched once per round, sharing one power-limiter state: "
-    "where the limiter acts, ratios shrink (group_m 8 at 16384^3 on an H200: 1.01-1.05 against "
-    "do_bench's 1.13-1.17)",
-    "rest": "single launches, each after 1 s of idle GPU: boost clock, cold limiter",
-}
 
 
 def regime_badge(**filters: Any) -> None:
