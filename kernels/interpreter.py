@@ -5,8 +5,10 @@ Triton's interpreter stores bfloat16 as uint16 and gets two things wrong that th
   "we just don't support it yet"), so a bf16 matmul returns values near 1e10;
 - its fp32 -> bf16 cast truncates, where the GPU rounds to nearest even: the output error
   doubles (3.2e-3 against 1.7e-3 for a 100x70x200 product), eating the accuracy margin.
-`fix_bf16()` makes both match the GPU. Call it once in a program that runs the interpreter;
-it changes nothing on a GPU and nothing for fp16/fp32.
+`fix_bf16()` makes both match the GPU; it changes nothing on a GPU and nothing for fp16/fp32.
+Every launcher applies it at its first launch of an interpreted kernel (`fix_bf16_for`, from
+kernels.launching.DirectCalls), so a library call such as `kernels.matmul` is right without the
+caller knowing; nothing is patched at import time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ def _fp32_to_bf16_rtne(values: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     return np.where(np.isnan(values), np.uint16(0x7FC0), rounded)
+
+
+def fix_bf16_for(kernel) -> None:
+    """fix_bf16() when `kernel` is one Triton's interpreter runs (TRITON_INTERPRET=1 was set when it
+    was defined); nothing for a compiled kernel."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if isinstance(kernel, InterpretedFunction):
+        fix_bf16()
 
 
 def fix_bf16() -> None:

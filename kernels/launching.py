@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from triton.compiler.compiler import CompiledKernel
 
+from kernels.interpreter import fix_bf16_for
+
 COMPILE_ONLY = contextvars.ContextVar("kernels_compile_only", default=False)
 
 
@@ -60,6 +62,7 @@ class DirectCalls:
         # key -> (the compiled kernel's runner for its grid, the constexprs in the kernel's order)
         self.table: dict[tuple, tuple[Callable, tuple]] = {}
         self.plans: dict[tuple, Any] = {}
+        self.interpreter_checked = False  # fix_bf16_for at the first launch, not at import
 
     def plan(self, key: tuple, build: Callable[[], Any]) -> Any:
         """The launcher's plan for key: `build()` on the key's first call, kept after."""
@@ -76,6 +79,9 @@ class DirectCalls:
             runner, values = known
             runner(*args, *values)
             return
+        if not self.interpreter_checked:
+            fix_bf16_for(self.kernel)  # the interpreter's bf16 dot and cast, made right (kernels.interpreter)
+            self.interpreter_checked = True
         compiled = self.kernel[grid](*args, **constexprs, **options)
         # Kept once per key (a known key compiled again ahead of timing is already there), and only
         # when compiled: the interpreter has nothing to call directly.

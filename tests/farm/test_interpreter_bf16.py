@@ -1,0 +1,62 @@
+"""The interpreter's bf16 fix reaches every launcher without the caller asking: a process that runs
+the kernels under TRITON_INTERPRET=1 and never calls kernels.interpreter.fix_bf16() gets bf16
+products within the accuracy check's tolerance (before: 1e10 off, Triton's interpreter multiplied
+bf16's uint16 bit patterns). A subprocess, since this test session applied the fix at start-up
+(tests/conftest.py)."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from farmkit import REPO, subprocess_env
+
+VARIANTS = ("tiled", "grouped", "splitk", "splitk_det", "streamk", "streamk_hybrid")
+
+# Ragged 72x40x56 (no dimension a multiple of the 32-wide tiles), two K blocks and a split of 2.
+PROGRAM = textwrap.dedent(
+    """
+    import json, os, sys
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch
+    import kernels
+    from kernels import MatmulConfig, check_accuracy, get_variant, reference_matmul
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(72, 56, generator=gen).to(torch.bfloat16)
+    b = torch.randn(56, 40, generator=gen).to(torch.bfloat16)
+    ref = reference_matmul(a, b)
+    out = {}
+    for name in sys.argv[1:]:
+        cfg = MatmulConfig(block_m=32, block_n=32, block_k=32, split_k=2 if "splitk" in name else 1,
+                           num_warps=4, num_stages=2)
+        acc = check_accuracy(get_variant(name).launch(a, b, cfg), ref, torch.bfloat16, 56)
+        out[name] = [acc.rel_err, acc.tolerance]
+    acc = check_accuracy(kernels.matmul(a, b), ref, torch.bfloat16, 56)
+    out["kernels.matmul"] = [acc.rel_err, acc.tolerance]
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def errors() -> dict[str, list[float]]:
+    run = subprocess.run(
+        [sys.executable, "-c", PROGRAM, *VARIANTS],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", [*VARIANTS, "kernels.matmul"], ids=[*VARIANTS, "kernels.matmul"])
+def test_bf16_under_the_interpreter_is_within_tolerance_unasked(errors, name: str) -> None:
+    rel_err, tolerance = errors[name]
+    assert rel_err <= tolerance, (
+        f"{name}: relative error {rel_err:.3g} over the bf16 tolerance {tolerance:.3g}"
+    )
