@@ -1,0 +1,98 @@
+"""Does the farm's eager-objective pick serve an eager caller at least as well as a serial autotune loop's?
+
+    farm sweep --spec benchmarks/eager_pick.yaml --db farm.db
+    python benchmarks/serial_loop.py --spec benchmarks/eager_pick.yaml --db serial.db
+    farm export-best --db farm.db --objective eager --out farm.json
+    farm export-best --db serial.db --objective kernel --out serial.json   # its ms is do_bench's
+    python benchmarks/eager_pick.py farm.json serial.json --out docs/results/eager_pick.csv
+
+The question: an eager caller (no CUDA graphs) waits for the longer of a call's GPU time and its
+launcher's host time. A farm that ranks by kernel time alone picked, at 2500^3, a kernel 0.49x as fast
+called eagerly as the pick of a serial compile + do_bench loop over the same points. With the eager
+objective the farm ranks by what that caller waits for; this script times both picks of every shape
+in one process, eagerly (do_bench's median, L2 flushed), in rounds that alternate the two so that both
+see the same clocks, and on the GPU alone (CUDA graphs, L2 flushed) beside it.
+ratio = serial pick's eager time / the farm pick's: at least 1 where the farm's pick is as fast.
+Takes about a minute for five shapes on an H200, after the two runs above (3 and 2 minutes from an
+empty Triton cache; the serial loop reuses the farm's compiled kernels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+
+from kernels import DTYPES, get_variant
+from kernels.tuned import TunedConfigs, TunedEntry
+from tools.gpu_methods import Flush, do_bench_us
+from tools.provenance import write_meta
+
+COLUMNS = ("m", "n", "k", "dtype", "farm_pick", "serial_pick", "farm_eager_us", "serial_eager_us",
+           "ratio_serial_over_farm", "farm_gpu_us", "serial_gpu_us")  # fmt: skip
+
+
+def picks(path: str) -> dict[tuple, TunedEntry]:
+    return {(e.dtype, e.m, e.n, e.k): e for e in TunedConfigs.load(path).entries}
+
+
+def bound(e: TunedEntry, a: torch.Tensor, b: torch.Tensor):
+    """The entry's launcher called on (a, b) with its config: one eager call."""
+    launch = get_variant(e.variant).launch
+    return lambda: launch(a, b, e.config)
+
+
+def label(e: TunedEntry) -> str:
+    return f"{e.variant} {e.config.key}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("farm", help="best configs exported from the farm's sweep (--objective eager)")
+    parser.add_argument("serial", help="best configs exported from the serial loop's database")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "eager_pick.csv"))
+    args = parser.parse_args(argv)
+    farm, serial = picks(args.farm), picks(args.serial)
+    flush = Flush()
+    rows = []
+    for key in sorted(farm.keys() & serial.keys()):
+        dtype, m, n, k = key
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        a = torch.randn((m, k), device="cuda", generator=gen).to(DTYPES[dtype])
+        b = torch.randn((k, n), device="cuda", generator=gen).to(DTYPES[dtype])
+        calls = {"farm": bound(farm[key], a, b), "serial": bound(serial[key], a, b)}
+        eager: dict[str, list[float]] = {who: [] for who in calls}
+        for r in range(args.rounds):
+            for who in sorted(calls, reverse=bool(r % 2)):
+                eager[who].append(do_bench_us(calls[who]))
+        gpu = flush.graphs_flushed_us(calls, on_capture_error=lambda who, exc: print(f"{who}: {exc}"))
+        us = {who: statistics.median(v) for who, v in eager.items()}
+        rows.append({
+            "m": m, "n": n, "k": k, "dtype": dtype,
+            "farm_pick": label(farm[key]), "serial_pick": label(serial[key]),
+            "farm_eager_us": round(us["farm"], 2), "serial_eager_us": round(us["serial"], 2),
+            "ratio_serial_over_farm": round(us["serial"] / us["farm"], 3),
+            "farm_gpu_us": round(gpu.get("farm", float("nan")), 2),
+            "serial_gpu_us": round(gpu.get("serial", float("nan")), 2),
+        })  # fmt: skip
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    write_meta(args.out)
+    for row in rows:
+        print(*(row[c] for c in COLUMNS), sep="  ")
+
+
+if __name__ == "__main__":
+    main()
