@@ -1,8 +1,16 @@
-"""`kernels.matmul(a, b)`: the variant and config the farm measured fastest for this GPU and shape.
+"""`kernels.matmul(a, b)`: the variant and config the farm measured best for this GPU and shape.
 
     import kernels
     kernels.matmul.load("best.json")   # `farm export-best --out best.json`; or $FARM_BEST_CONFIGS
-    c = kernels.matmul(a, b)
+    c = kernels.matmul(a, b)           # torch.matmul's shapes, dtypes, errors, out= and autograd
+
+"Best" is for an objective (`OBJECTIVES`): "eager", what an eager caller waits for (the longer of the
+call's GPU time and its launcher's host time, where the file has the host time), or "kernel", the
+kernel time alone. An eager call defaults to "eager"; a call under CUDA graph capture or torch.compile
+tracing to "kernel", since a replayed graph or a compiled program issues no launcher's Python
+(`default_objective`). `Dispatcher(objective=...)` or `kernels.matmul(a, b, objective=...)` fixes it.
+kernels/op.py holds what makes it a drop-in for torch.matmul (batched and 1-D operands, fallbacks,
+`out=`, autograd) and the torch op `farm::matmul` that torch.compile traces.
 
 Nothing is tuned at call time. The file is read once; each (shape, dtype, device) is decided once
 and remembered. A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
@@ -14,9 +22,10 @@ fitted to the problem (its GROUP_SIZE_M cut to the problem's tile rows, its spli
 the tuned shape launched: `wave_matched_split`) and its time there estimated in rounds of programs on
 the GPU's SMs (`rounds_ratio`); the fastest estimate whose config is legal for the problem (the
 variant's own pruning rules: an unaligned N rules out TMA, a short K rules out a split) serves if it
-beat the library at the tuned shape (`beats_library`). Where the problem's call is short (an
-estimate under 0.1 ms) what an eager caller waits for decides instead, the launcher's host time
-included where the file has it (`serving_order`, `Candidate.eager_wait_ms`). Where cuBLAS (`cublas`)
+beat the library at the tuned shape (`beats_library`). Under the eager objective, where the
+problem's call is short (an estimate under 0.1 ms) what an eager caller waits for decides instead,
+the launcher's host time included where the file has it (`serving_order`, `Candidate.eager_wait_ms`);
+under the kernel objective the estimated kernel times alone rank and decide. Where cuBLAS (`cublas`)
 was fastest, torch.matmul runs. A GPU the file does not know, or no file at all, runs torch.matmul
 after a one-time warning.
 """
@@ -31,7 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import triton
 
+from kernels import op
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
 from kernels.persistent_tma import TmaUnsupported
 from kernels.registry import UnknownVariantError, get_variant
@@ -42,6 +53,9 @@ from kernels.tuned import TunedConfigs, TunedEntry
 
 BEST_CONFIGS_ENV = "FARM_BEST_CONFIGS"
 LIBRARY = "cublas"
+# What "best" means (db.queries.OBJECTIVES holds the same words for the farm's tables).
+EAGER, KERNEL = "eager", "kernel"
+OBJECTIVES = (EAGER, KERNEL)
 # Buckets, from the H200 measurements: at M <= 64 (decode) the weights' read dominates and split-K
 # or cuBLAS's GEMV-like kernels win; with an output under 1024x1024 and K >= 8x its side, split-K
 # and stream-K win (512x512x32768: 468 vs 310 TFLOP/s for cuBLAS vs inductor); the rest is tiled.
@@ -111,37 +125,55 @@ class Candidate:
         return max(self.ms, self.entry.host_ms or 0.0)
 
 
-def serving_order(candidates: list[Candidate]) -> list[Candidate]:
-    """A tuned shape's Triton candidates in the order the problem tries them: fastest first, or, where
-    the problem's call is short (its fastest candidate under SHORT_CALL_MS), least `eager_wait_ms` first.
+def check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; one of: {', '.join(OBJECTIVES)}")
+    return objective
+
+
+def default_objective(device: torch.device) -> str:
+    """KERNEL while torch.compile traces or the device's stream captures a CUDA graph, else EAGER: a
+    compiled program or a replayed graph runs no launcher's Python, so its host time is nobody's wait."""
+    if torch.compiler.is_compiling():
+        return KERNEL
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return KERNEL
+    return EAGER
+
+
+def serving_order(candidates: list[Candidate], objective: str = EAGER) -> list[Candidate]:
+    """A tuned shape's Triton candidates in the order the problem tries them: fastest first, or, under the
+    eager objective where the problem's call is short (its fastest candidate under SHORT_CALL_MS), least
+    `eager_wait_ms` first.
 
     Why: an entry tuned on a long call was ranked by kernel time alone, and served to a short one its
     launcher's host time decides. 4097^3's fastest, `persistent_tma_bands` (two launches, padded copies:
     0.256 ms against `persistent_tma_pad`'s 0.279), served the held-out 2000x3000x1500 (44 us of GPU)
     and read 57.7-72.2 us eagerly against Inductor's 45.5-50.7 (H200), where `persistent_tma_pad`'s
     one launch read 52.7 (docs/design.md, "Short calls")."""
-    if not candidates or min(c.ms for c in candidates) >= SHORT_CALL_MS:
+    if objective == KERNEL or not candidates or min(c.ms for c in candidates) >= SHORT_CALL_MS:
         return sorted(candidates, key=lambda c: c.ms)
     return sorted(candidates, key=lambda c: c.eager_wait_ms)
 
 
-def beats_library(candidate: Candidate, library: TunedEntry | None) -> bool:
+def beats_library(candidate: Candidate, library: TunedEntry | None, objective: str = EAGER) -> bool:
     """Whether a Triton candidate serves instead of the library. The two compare at the shape where both
     were timed: the library's time is scaled by the candidate's own ratio, so an estimate carried to
     the problem decides among Triton configs, never against the library.
 
-    Long calls: the faster. Under SHORT_CALL_MS the candidate must be SHORT_CALL_MARGIN faster in
-    `eager_wait_ms`: there a launcher's host time can outlast the kernel, and do_bench's L2 flush hides
-    it only in part. Our launchers took 35-112 us of host a call on two H200 hosts, cuBLAS 15-30.
-    1024x1024x16384's `splitk_tma` was tuned 0.4-2% ahead of cuBLAS (53-55 us, three runs); served to
-    the held-out 768x768x12288 in fp16 it read 82.5 us against cuBLAS's 33.2 in one process,
-    33.8 against 33.5 in another. At 495x5333x71 bf16 `grouped` was tuned at 12.9 us against
-    cuBLAS's 13.6, 10.3 of GPU time and about 20 of host, and served it read 28.4 against 13.8:
+    The kernel objective, and long calls: the faster kernel. Under the eager objective a call under
+    SHORT_CALL_MS must be SHORT_CALL_MARGIN faster in `eager_wait_ms`: there a launcher's host time
+    can outlast the kernel, and do_bench's L2 flush hides it only in part. Our launchers took 35-112 us
+    of host a call on two H200 hosts, cuBLAS 15-30. 1024x1024x16384's `splitk_tma` was tuned 0.4-2%
+    ahead of cuBLAS (53-55 us, three runs); served to the held-out 768x768x12288 in fp16 it read
+    82.5 us against cuBLAS's 33.2 in one process, 33.8 against 33.5 in another. At 495x5333x71 bf16
+    `grouped` was tuned at 12.9 us against cuBLAS's 13.6, 10.3 of GPU time and about 20 of host, and
+    served it read 28.4 against 13.8:
     its host time says it waits longer."""
     if library is None:
         return True
     rival = Candidate(library, LIBRARY_CONFIG, candidate.ratio)
-    if candidate.ms >= SHORT_CALL_MS:
+    if objective == KERNEL or candidate.ms >= SHORT_CALL_MS:
         return candidate.ms < rival.ms
     return candidate.eager_wait_ms * SHORT_CALL_MARGIN <= rival.eager_wait_ms
 
@@ -184,10 +216,16 @@ def device_name(device: torch.device) -> str:
 
 
 class Dispatcher:
-    """Decisions from one best-configs file; `dispatcher(a, b)` multiplies."""
+    """Decisions from one best-configs file; `dispatcher(a, b)` multiplies as torch.matmul does.
 
-    def __init__(self, tuned: TunedConfigs | None, *, gpu_name: str | None = None):
+    `objective`: EAGER or KERNEL for every call, or None (the default) for `default_objective`'s:
+    EAGER for eager calls, KERNEL under CUDA graph capture and torch.compile."""
+
+    def __init__(
+        self, tuned: TunedConfigs | None, *, gpu_name: str | None = None, objective: str | None = None
+    ):
         self.gpu_name = gpu_name  # None: the name of each call's device
+        self.objective = None if objective is None else check_objective(objective)
         # (gpu, dtype) -> shape -> entries, fastest first
         self._table: dict[tuple[str, str], dict[tuple[int, int, int], list[TunedEntry]]] = defaultdict(
             lambda: defaultdict(list)
@@ -199,18 +237,32 @@ class Dispatcher:
                 entries.sort(key=lambda e: e.ms)
         self._decided: dict[tuple, Choice] = {}
         self._warned: set[str] = set()
-        # device -> (its name, its SMs): looked up on every call they cost microseconds
-        self._devices: dict[torch.device, tuple[str, int]] = {}
+        # device -> (its name, its SMs, whether Triton runs there): looked up on every call they cost
+        # microseconds
+        self._devices: dict[torch.device, tuple[str, int, bool]] = {}
+        self.op_id = op.register(self)  # how the torch op `farm::matmul` finds this dispatcher
 
     @classmethod
-    def load(cls, path: str | Path, *, gpu_name: str | None = None) -> Dispatcher:
-        return cls(TunedConfigs.load(path), gpu_name=gpu_name)
+    def load(
+        cls, path: str | Path, *, gpu_name: str | None = None, objective: str | None = None
+    ) -> Dispatcher:
+        return cls(TunedConfigs.load(path), gpu_name=gpu_name, objective=objective)
 
-    def choose(self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str, *, programs: int) -> Choice:
-        """The decision for a product on a GPU of that name with `programs` SMs."""
-        key = (m, n, k, dtype, gpu_name, programs)
+    def choose(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        dtype: torch.dtype,
+        gpu_name: str,
+        *,
+        programs: int,
+        objective: str = EAGER,
+    ) -> Choice:
+        """The decision for a product on a GPU of that name with `programs` SMs, best for `objective`."""
+        key = (m, n, k, dtype, gpu_name, programs, objective)
         if key not in self._decided:
-            self._decided[key] = self._choose(m, n, k, dtype, gpu_name, programs)
+            self._decided[key] = self._choose(m, n, k, dtype, gpu_name, programs, check_objective(objective))
         return self._decided[key]
 
     @staticmethod
@@ -221,7 +273,9 @@ class Dispatcher:
         config = wave_matched_split(effective_group_m(entry.config, problem), shape, problem)
         return Candidate(entry, config, rounds_ratio(entry.config, config, shape, problem, programs))
 
-    def _choose(self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str, programs: int) -> Choice:
+    def _choose(
+        self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str, programs: int, objective: str
+    ) -> Choice:
         shapes = self._table.get((gpu_name, dtype_name(dtype)))
         if not shapes:
             if gpu_name not in self._warned:
@@ -244,27 +298,40 @@ class Dispatcher:
             candidates = [
                 self._candidate(e, shape, problem, programs) for e in shapes[shape] if e is not library
             ]
-            for candidate in serving_order(candidates):
+            for candidate in serving_order(candidates, objective):
                 try:
                     variant = get_variant(candidate.entry.variant)
                 except UnknownVariantError:  # a plugin's variant, not loaded in this program
                     continue
                 if variant.space.prune(candidate.config, problem) is not None:
                     continue
-                if beats_library(candidate, library):
+                if beats_library(candidate, library, objective):
                     return Choice(candidate.entry.variant, candidate.config, shape)
                 return Choice(LIBRARY, LIBRARY_CONFIG, shape)
             if library is not None:
                 return Choice(LIBRARY, LIBRARY_CONFIG, shape)
         return Choice(LIBRARY, LIBRARY_CONFIG, None)
 
-    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        device = self._devices.get(a.device)
-        if device is None:
-            device = self._devices[a.device] = (device_name(a.device), multiprocessor_count(a.device))
-        gpu_name, programs = device
+    def _device(self, device: torch.device) -> tuple[str, int, bool]:
+        found = self._devices.get(device)
+        if found is None:
+            found = self._devices[device] = (
+                device_name(device),
+                multiprocessor_count(device),
+                runs_triton(device),
+            )
+        return found
+
+    def run(self, a: torch.Tensor, b: torch.Tensor, objective: str) -> torch.Tensor:
+        """The 2-D product of operands kernels/op.py checked (one dtype of `kernels.space.DTYPES`, one
+        device, M, N and K above 0): the chosen variant, or torch.matmul where the library won or
+        Triton cannot run."""
+        gpu_name, programs, triton_runs = self._device(a.device)
+        if not triton_runs:
+            return torch.matmul(a, b)
+        (m, k), n = a.shape, b.shape[1]
         choice = self.choose(
-            a.shape[0], b.shape[-1], a.shape[-1], a.dtype, self.gpu_name or gpu_name, programs=programs
+            m, n, k, a.dtype, self.gpu_name or gpu_name, programs=programs, objective=objective
         )
         if choice.variant == LIBRARY:
             return torch.matmul(a, b)
@@ -273,6 +340,28 @@ class Dispatcher:
         except TmaUnsupported:  # a layout the shape could not tell (a strided view): the library
             return torch.matmul(a, b)
 
+    def __call__(
+        self,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        out: torch.Tensor | None = None,
+        objective: str | None = None,
+    ) -> torch.Tensor:
+        """torch.matmul(a, b, out=out), the 2-D products through `run` (kernels/op.py)."""
+        objective = self.objective if objective is None else check_objective(objective)
+        return op.matmul(self, a, b, out=out, objective=objective)
+
+    default_objective = staticmethod(default_objective)
+
+
+def runs_triton(device: torch.device) -> bool:
+    """Whether Triton kernels run on the device: a GPU, or the CPU under TRITON_INTERPRET=1 (Triton's own
+    switch, read as Triton reads it)."""
+    if device.type == "cpu":
+        return bool(triton.knobs.runtime.interpret)
+    return device.type == "cuda"  # ROCm's GPUs are "cuda" devices to torch too
+
 
 class Matmul:
     """`kernels.matmul`: a Dispatcher loaded on first use from `load(path)` or $FARM_BEST_CONFIGS."""
@@ -280,8 +369,10 @@ class Matmul:
     def __init__(self) -> None:
         self._dispatcher: Dispatcher | None = None
 
-    def load(self, path: str | Path, *, gpu_name: str | None = None) -> Dispatcher:
-        self._dispatcher = Dispatcher.load(path, gpu_name=gpu_name)
+    def load(
+        self, path: str | Path, *, gpu_name: str | None = None, objective: str | None = None
+    ) -> Dispatcher:
+        self._dispatcher = Dispatcher.load(path, gpu_name=gpu_name, objective=objective)
         return self._dispatcher
 
     @property
@@ -291,8 +382,16 @@ class Matmul:
             self._dispatcher = Dispatcher.load(path) if path else Dispatcher(None)
         return self._dispatcher
 
-    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return self.dispatcher(a, b)
+    def __call__(
+        self,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        out: torch.Tensor | None = None,
+        objective: str | None = None,
+    ) -> torch.Tensor:
+        """torch.matmul(a, b, out=out) through the loaded dispatcher; `objective` as Dispatcher's."""
+        return self.dispatcher(a, b, out=out, objective=objective)
 
 
 matmul = Matmul()

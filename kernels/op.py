@@ -1,0 +1,164 @@
+"""`kernels.matmul` as a drop-in for torch.matmul, and the torch op `farm::matmul` under it.
+
+torch.matmul's contract in front of a dispatcher's 2-D products (kernels/dispatch.py `Dispatcher.run`):
+- A of any rank against a 2-D B (or a B whose batch dims are all 1): A's leading dims fold into M, so
+  a [48, 8, 96] @ [96, 64] is one launch of 384x64x96, as torch folds it for cuBLAS;
+- a 1-D operand is a row of A or a column of B, its dim removed from the result as torch removes it;
+- the rest runs torch.matmul itself, which raises torch's errors for what it rejects: a batched B (one
+  batched cuBLAS launch, where per-batch calls would each pay a launcher's host time, 18-38 us for the
+  pointer variants on an H200 host), 1-D @ 1-D, dtypes without a kernel (float64, integers), mixed
+  dtypes or devices, empty products and K = 0, mismatched shapes;
+- `out=` as torch's: resized as torch resizes it (with its warning), the product copied in; where
+  torch refuses it (a dtype other than the result's, autograd) torch.matmul raises.
+
+The 2-D product is the op `farm::matmul(a, b, dispatcher, objective)`: torch.compile traces it as one
+node (its fake gives the shape), its registered autograd runs each backward product through the same
+dispatcher, and a CUDA graph captures whatever the chosen launcher queues. An eager call that needs no
+gradient calls the dispatcher directly: through torch.library a call took 21.6 us of host against 3.5
+for the dispatcher's own on a 4x4 float32 product the library served (a 2-core CPU host), time an eager
+caller of a short product waits for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+import weakref
+from typing import Any
+
+import torch
+
+# The dtypes the variants have kernels for (kernels.space.DTYPES; kernels/sizes.py DTYPE_BYTES).
+KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+# op id -> dispatcher: the op's arguments are tensors and scalars, so a dispatcher is named by its id.
+_DISPATCHERS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_IDS = itertools.count()
+
+
+def register(dispatcher: Any) -> int:
+    """An id for `dispatcher` (kernels.dispatch.Dispatcher) that `farm::matmul` calls take."""
+    op_id = next(_IDS)
+    _DISPATCHERS[op_id] = dispatcher
+    return op_id
+
+
+def kernel_operands(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a dispatcher may multiply a and b: 2-D, one dtype that has kernels, one device, M, N
+    and K above 0 and agreeing inner sizes."""
+    if a.dtype != b.dtype or a.dtype not in KERNEL_DTYPES or a.device != b.device:
+        return False
+    a_shape, b_shape = a.shape, b.shape  # each `.shape` builds a torch.Size: read once
+    return len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0] and 0 not in a_shape + b_shape
+
+
+@torch.library.custom_op("farm::matmul", mutates_args=())
+def farm_matmul(a: torch.Tensor, b: torch.Tensor, dispatcher: int, objective: str) -> torch.Tensor:
+    """a @ b for 2-D a and b, by the registered dispatcher `dispatcher`, best for `objective`."""
+    if not kernel_operands(a, b):
+        return torch.matmul(a, b)
+    c = _DISPATCHERS[dispatcher].run(a, b, objective)
+    # Compiled code indexes the output by the fake's strides (row-major): `grouped_pad` stores C in rows
+    # 128 B apart, a view that must be copied to honour them.
+    return c if c.is_contiguous() else c.contiguous()
+
+
+@farm_matmul.register_fake
+def _fake(a: torch.Tensor, b: torch.Tensor, dispatcher: int, objective: str) -> torch.Tensor:
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "farm::matmul takes 2-D operands")
+    torch._check(a.shape[1] == b.shape[0], lambda: f"farm::matmul: {a.shape} @ {b.shape}")
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    a, b, dispatcher, objective = inputs
+    ctx.save_for_backward(a, b)
+    ctx.dispatcher, ctx.objective = dispatcher, objective
+
+
+def _backward(ctx, grad: torch.Tensor):
+    a, b = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_a = farm_matmul(grad, b.mT, ctx.dispatcher, ctx.objective)
+    if ctx.needs_input_grad[1]:
+        grad_b = farm_matmul(a.mT, grad, ctx.dispatcher, ctx.objective)
+    return grad_a, grad_b, None, None
+
+
+farm_matmul.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _folded(
+    a: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...] | None] | None:
+    """(A as M x K, B as K x N, the result's shape or None where it is the 2-D product's) where the
+    product is one 2-D product of kernel operands, else None (torch.matmul runs)."""
+    if a.dim() == 2 and b.dim() == 2:  # the common case, without the reshapes' host time
+        return (a, b, None) if kernel_operands(a, b) else None
+    if a.dim() == 0 or b.dim() == 0 or (a.dim() == 1 and b.dim() == 1):
+        return None
+    a_rows = a.unsqueeze(0) if a.dim() == 1 else a  # [..., M, K]
+    b_cols = b.unsqueeze(-1) if b.dim() == 1 else b  # [..., K, N]
+    if any(size != 1 for size in b_cols.shape[:-2]):
+        return None  # a batched B
+    (m, k), n = a_rows.shape[-2:], b_cols.shape[-1]
+    if k != b_cols.shape[-2]:
+        return None
+    # B's batch dims are all 1: the batch is A's, with B's extra leading 1s in front.
+    batch = (1,) * max(0, b_cols.dim() - a_rows.dim()) + tuple(a_rows.shape[:-2])
+    shape = (*batch, *(() if a.dim() == 1 else (m,)), *(() if b.dim() == 1 else (n,)))
+    a2 = a_rows.reshape(math.prod(batch) * m, k)
+    b2 = b_cols.reshape(k, n)
+    return (a2, b2, shape) if kernel_operands(a2, b2) else None
+
+
+def _resize_output(out: torch.Tensor, shape: tuple[int, ...] | torch.Size) -> None:
+    """What torch does to an `out=` of another shape (ATen's resize_output, a Meta-only op in Python):
+    resizes it, warning where it held elements."""
+    if out.shape == shape:
+        return
+    if out.numel() != 0:
+        warnings.warn(
+            f"An output with one or more elements was resized since it had shape {list(out.shape)}, which "
+            f"does not match the required output shape {list(shape)}. This behavior is deprecated, and in "
+            "a future PyTorch release outputs will not be resized unless they have zero elements. You can "
+            "explicitly reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).",
+            UserWarning,
+            stacklevel=4,
+        )
+    out.resize_(shape)
+
+
+def matmul(
+    dispatcher: Any,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    objective: str | None = None,
+) -> torch.Tensor:
+    """torch.matmul(a, b, out=out) with its 2-D product through `dispatcher`; `objective` None: the
+    dispatcher's `default_objective` for the operands' device."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return torch.matmul(a, b, out=out)
+    folded = _folded(a, b)
+    if folded is None:
+        return torch.matmul(a, b, out=out)
+    a2, b2, shape = folded
+    objective = objective or dispatcher.default_objective(a2.device)
+    compiling = torch.compiler.is_compiling()
+    grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    if out is not None:
+        if grad or out.requires_grad or out.dtype != a.dtype or out.device != a.device or compiling:
+            return torch.matmul(a, b, out=out)  # what torch does there, its errors included
+        c = dispatcher.run(a2, b2, objective)
+        shape = c.shape if shape is None else shape
+        _resize_output(out, shape)
+        return out.copy_(c.reshape(shape))
+    if compiling or grad:
+        c = farm_matmul(a2, b2, dispatcher.op_id, objective)
+    else:
+        c = dispatcher.run(a2, b2, objective)
+    return c if shape is None else c.reshape(shape)
