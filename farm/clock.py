@@ -15,6 +15,8 @@ While each block is queued and runs: NVML's total-energy counter (the energy bet
 and the last update seen, `EnergyPoller`), and the SM clock and throttle reasons. Inside a
 metered span (`CudaClock.metered`) a block is one round of the span: the energy counter is read at
 the span's two ends instead, and the clock sampled once while the block runs and once after it.
+A point's energy window (`CudaClock.energy_window`) is blocks of one launcher, back to back for
+ENERGY_WINDOW_S, under one poller: its energy, no timing samples.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ POLL_S = 0.002
 # 10.7%), high with four updates inside, low with three. Between the first and the last update
 # seen, the counter holds whole updates only: 662-720 W (CV 2.2%) over the same blocks.
 MIN_ENERGY_UPDATES = 3
+# A point's own energy window (`CudaClock.energy_window`): back-to-back launches of one config for
+# at least this long. Three updates of a counter that moves every ~100 ms (98.6 ms median on an
+# H200, `benchmarks/energy_probe.py`) fall inside 0.3 s at any phase; 50 ms more covers updates that
+# come late and the poll that sees them (one read: 3.5-4.3 ms). Between its first and last update
+# such a window holds 0.2 s or more of whole updates: 0.33 s blocks of one matmul read 662-720 W
+# that way (CV 2.2%) where their two ends read 623-806 W. Cost: 0.35 s of GPU per point.
+ENERGY_WINDOW_S = 0.35
 
 
 class Meter:
@@ -415,10 +424,53 @@ class CudaClock:
         self._labels += len(launches)
         return block
 
-    def _run(self, launches, host_s, factor: float, gpu_s: float, *, label_base: int | None) -> Block:
+    def energy_window(self, launch: Launch, host_s: float, seconds: float, gpu_s: float = 0.0) -> Readings:
+        """NVML's energy over back-to-back launches of one launcher for at least `seconds` of wall
+        time: unprofiled blocks, each behind its head start, under one EnergyPoller (the energy
+        between the first and the last counter update seen, over the time between them). Its
+        launches are no timing samples; it exists because a block of a config's samples is too
+        short for the counter's ~100 ms steps, or shared with other configs (ENERGY_WINDOW_S).
+        A window's joules are None where the counter showed fewer than MIN_ENERGY_UPDATES."""
+        most = max_block_launches(host_s, 1.0, gpu_s)
+        clock_s, mhz_s, state = 0.0, 0.0, None  # seconds with a clock reading, MHz x seconds
+        paused = self._unrecorded() if self._pending is not None else contextlib.nullcontext(1.0)
+        with paused as factor, EnergyPoller(self.meter) as energy:
+            t0 = time.perf_counter()
+            while (left_s := seconds - (time.perf_counter() - t0)) > 0:
+                n = min(most, math.ceil(left_s / gpu_s)) if gpu_s > 0 else most
+                block = self._run(
+                    [launch] * n, [host_s] * n, factor, gpu_s, label_base=None, poll_energy=False
+                )
+                r = block.readings
+                if r.sm_clock_mhz is not None:
+                    clock_s, mhz_s = clock_s + r.seconds, mhz_s + r.seconds * r.sm_clock_mhz
+                state = r.state if state is None else state.merge(r.state)
+            seconds = time.perf_counter() - t0
+            joules, energy_s = energy.stop() or (None, None)
+        return Readings(
+            seconds,
+            joules,
+            mhz_s / clock_s if clock_s > 0 else None,
+            self.meter.power_limit_w(),
+            state or GpuState(),
+            energy_s,
+        )
+
+    def _run(
+        self,
+        launches,
+        host_s,
+        factor: float,
+        gpu_s: float,
+        *,
+        label_base: int | None,
+        poll_energy: bool = True,
+    ) -> Block:
+        """One block; `poll_energy`: poll NVML's energy counter while it runs (not inside a metered span,
+        nor inside an energy window, which polls across its blocks)."""
         meter, in_span = self.meter, self._in_span
         # a launch that raises leaves the block: the poller stops with it, not at the next block
-        with contextlib.nullcontext() if in_span else EnergyPoller(meter) as energy:
+        with contextlib.nullcontext() if in_span or not poll_energy else EnergyPoller(meter) as energy:
             t0 = time.perf_counter()
             events, host_ms = self._queue(launches, host_s, factor, gpu_s, label_base)
             clocks, state = self._watch(events[-1][1], in_span)

@@ -96,6 +96,11 @@ class Timing(_Strict):
     # steady: passes at least for a config at the power limit (each about 0.5 s on an H200)
     limit_passes: PositiveInt = 1
     rest_s: float = Field(default=1.0, ge=0)
+    # Seconds of each point's own energy window (farm.clock.ENERGY_WINDOW_S says why 0.35): its
+    # launches alone, back to back, for NVML's energy counter, which moves about every 100 ms; a
+    # point with a reading of its own (a config at the power limit) takes none. 0: no windows,
+    # and no energy for points below the power limit. README "What a measurement is".
+    energy_window_s: float = Field(default=0.35, ge=0)
 
 
 class GridSpec(_Strict):

@@ -27,7 +27,10 @@ A point stops once the 95% confidence interval of its median kernel time is with
 (after min_reps), at max_reps, or once it has used its time cap. Energy: avg_watts = joules /
 seconds over the point's metered blocks; joules_per_launch = avg_watts x kernel time (the block's
 mean power charged to the launcher's kernels; the flush and the head-start sleep are not the
-launcher's work).
+launcher's work). A point whose samples gave it no energy reading of its own (it shared blocks
+or a span with other configs, or its blocks were shorter than the counter's steps: every point
+below the power limit) takes an energy window once timed (`_energy_windows`): its launches alone,
+back to back for `energy_window_s` (farm.clock.ENERGY_WINDOW_S, 0.35 s), metered, not sampled.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 
 from db.records import POWER_LIMIT_EXCESS
 from farm.clock import (
+    ENERGY_WINDOW_S,
     MAX_SLEEP_US,
     PROFILED_HOST_FACTOR,
     Block,
@@ -149,6 +153,9 @@ class TimingPolicy:
     # off by up to one update over the whole span (0.1 s in a batch's 1-5 s). Visits 30-31 read
     # each block's two ends over 0.3 s or more: 12 points in both sweeps differed by a median 9%.
     min_metered_s: float = 0.15
+    # Seconds of each point's own energy window, for a point without an energy reading of its
+    # own; 0: none (a point below the power limit then has no energy, as before the window).
+    energy_window_s: float = ENERGY_WINDOW_S
 
     def __post_init__(self) -> None:
         if self.regime not in REGIMES:
@@ -166,6 +173,7 @@ class TimingPolicy:
             max_settle_s=timing.max_settle_s,
             limit_passes=timing.limit_passes,
             rest_s=timing.rest_s,
+            energy_window_s=timing.energy_window_s,
         )
 
 
@@ -181,6 +189,7 @@ class _Point:
     spent_s: float = 0.0  # GPU and host seconds this point used (settling included)
     joules: float = 0.0
     metered_s: float = 0.0  # seconds of blocks with an energy reading
+    shared_energy: bool = False  # some of it is a share of a block or span other configs ran in
     clock_sum: float = 0.0  # clock x seconds of measured blocks, for the mean clock
     clocked_s: float = 0.0
     power_limit_w: float | None = None
@@ -211,6 +220,11 @@ class _Point:
         if readings.joules is not None:
             self.joules += share * readings.joules
             self.metered_s += share * readings.metered_s
+            self.shared_energy |= share != 1.0
+
+    def own_energy(self, min_metered_s: float) -> bool:
+        """Has the point an energy reading from blocks of its own, long enough to be stored?"""
+        return not self.shared_energy and self.metered_s > 0 and self.metered_s >= min_metered_s
 
     @property
     def kernel(self) -> list[float]:
@@ -248,7 +262,12 @@ class _Point:
 
 
 def estimate_seconds(policy: TimingPolicy, host_s: float) -> float:
-    """The longest one point's timing should take (the driver's deadline is a multiple of it)."""
+    """The longest one point's timing should take (the driver's deadline is a multiple of it),
+    its energy window included."""
+    return policy.energy_window_s + _estimate_timing_s(policy, host_s)
+
+
+def _estimate_timing_s(policy: TimingPolicy, host_s: float) -> float:
     if policy.regime == "steady":
         one_pass = (
             policy.first_sub_block_s
@@ -298,7 +317,30 @@ def time_interleaved(
                 points[i].spent_s += block.stream_ms[j] / 1e3 + host_s[i]
             active = [i for i in active if not points[i].done(policy)]
     _share_span(points, span)
+    _energy_windows(points, launches, host_s, clock, policy)
     return [p.timing("interleaved", policy.min_metered_s) for p in points]
+
+
+def _energy_windows(points: Sequence[_Point], launches, host_s, clock, policy: TimingPolicy) -> None:
+    """An energy window for each point without an energy reading of its own: its launches alone,
+    back to back for energy_window_s, outside the profiler session, after every point's samples
+    (so no window sits between a config's settling and its measured block). The window's energy
+    replaces the point's share of others' blocks; a window whose counter did not move leaves the
+    point with no energy (None, never 0). A clock without windows (the interpreter's: no NVML,
+    fakes in tests) and energy_window_s 0 leave every point as it was."""
+    window = getattr(clock, "energy_window", None)
+    if window is None or policy.energy_window_s <= 0:
+        return
+    flush_ms = getattr(clock, "flush_ms", 0.0)
+    for p, launch, seconds in zip(points, launches, host_s, strict=True):
+        if p.own_energy(policy.min_metered_s):  # a config at the limit: its 300 ms block
+            continue
+        # GPU seconds a launch, flush included, to size the window's blocks
+        gpu_s = p.launch_s or (statistics.median(p.stream) + flush_ms) / 1e3
+        readings = window(launch, seconds, policy.energy_window_s, gpu_s)
+        p.joules, p.metered_s, p.shared_energy = 0.0, 0.0, False
+        p.meter(readings)
+        p.power_limit_w = readings.power_limit_w or p.power_limit_w
 
 
 def _share_span(points: Sequence[_Point], span: Readings) -> None:
@@ -339,6 +381,7 @@ def time_rested(
                 points[i].add(block)
                 points[i].spent_s += policy.rest_s + block.readings.seconds
             active = [i for i in active if not points[i].done(policy)]
+    _energy_windows(points, launches, host_s, clock, policy)
     return [p.timing("rest", policy.min_metered_s) for p in points]
 
 
@@ -436,6 +479,7 @@ def time_steady(
                     and passes >= (policy.limit_passes if points[i].at_limit else policy.min_passes)
                 )
             ]
+    _energy_windows(points, launches, host_s, clock, policy)
     return [p.timing("steady", policy.min_metered_s) for p in points]
 
 

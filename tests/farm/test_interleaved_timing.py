@@ -1,4 +1,5 @@
-"""The interleaved regime's energy: one reading over the batch's rounds, shared by stream time.
+"""The interleaved regime's energy: one reading over the batch's rounds, shared by stream time
+(energy windows off: tests/farm/test_energy_window.py has them).
 CudaClock on the CPU: CUDA events, sleep and sync faked, the real torch.profiler, NVML simulated."""
 
 import random
@@ -93,7 +94,9 @@ def _sleeping(*ms):
     ],
 )
 def test_interleaved_reads_energy_twice_per_batch_whatever_the_rounds(clock, launch_ms, reps):
-    policy = TimingPolicy(min_reps=reps, max_reps=reps, regime="interleaved", min_metered_s=0.0)
+    policy = TimingPolicy(
+        min_reps=reps, max_reps=reps, regime="interleaved", min_metered_s=0.0, energy_window_s=0.0
+    )
     timings = time_points(_sleeping(*launch_ms), [1e-4] * len(launch_ms), clock, policy, random.Random(0))
     assert [t.reps for t in timings] == [reps] * len(launch_ms)
     # the span's two ends: energy and the power limit; each round samples the clock twice
@@ -103,7 +106,9 @@ def test_interleaved_reads_energy_twice_per_batch_whatever_the_rounds(clock, lau
 
 def test_every_point_of_a_batch_gets_the_span_power(clock):
     launches = _sleeping(0.4, 1.2)
-    policy = TimingPolicy(min_reps=5, max_reps=5, regime="interleaved", min_metered_s=0.0)
+    policy = TimingPolicy(
+        min_reps=5, max_reps=5, regime="interleaved", min_metered_s=0.0, energy_window_s=0.0
+    )
     timings = time_points(launches, [1e-4] * 2, clock, policy, random.Random(1))
     # counter and span are timed around the same rounds, microseconds apart
     assert [t.avg_watts for t in timings] == pytest.approx([WATTS, WATTS], rel=0.05)
@@ -117,7 +122,9 @@ def test_every_point_of_a_batch_gets_the_span_power(clock):
 )
 def test_energy_needs_a_long_enough_share_of_the_session(clock, min_metered_s, stored):
     # 2 configs x 4 rounds of 0.3-0.6 ms launches: a session of milliseconds
-    policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved", min_metered_s=min_metered_s)
+    policy = TimingPolicy(
+        min_reps=4, max_reps=4, regime="interleaved", min_metered_s=min_metered_s, energy_window_s=0.0
+    )
     timings = time_points(_sleeping(0.3, 0.6), [1e-4] * 2, clock, policy, random.Random(0))
     assert [t.avg_watts is not None for t in timings] == [stored, stored]
     assert [t.joules_per_launch is not None for t in timings] == [stored, stored]
