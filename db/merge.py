@@ -8,8 +8,10 @@ SQLite or PostgreSQL; every source must be a farm results database at this code'
 Identity, so that merging twice adds nothing:
 - an environment is its fingerprint (the unique key the sweeps use);
 - a sweep is (name, host, started_at): ids differ between databases and mean nothing across them;
-- a measurement is its point key (db.models.POINT_KEY, with the environment mapped by fingerprint).
-  A point both hold keeps the newer measurement (created_at: when it was measured); on a tie the
+- a measurement is its point key (db.models.POINT_KEY: the point, with the environment mapped by
+  fingerprint, and the sweep mapped as above). Every run of a point is kept: two databases that each
+  measured a point in their own sweep give it two runs, the newer one (created_at: when it was
+  measured; then the higher id) its latest. The same run in both keeps the newer row; on a tie the
   target's row stays.
 """
 
@@ -19,20 +21,27 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from sqlalchemy import Connection, Engine, Table, func, select, tuple_
+from sqlalchemy import Connection, Engine, Table, func, select, text, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 
 from db.engine import display_target
 from db.errors import DatabaseError
-from db.models import POINT_KEY, Environment, Measurement, Sweep
+from db.models import POINT, POINT_KEY, Environment, Measurement, Sweep
 from db.records import utcnow
 from db.schema import open_engine
-from db.summaries import Group, Point, mark_sweeps, refresh
+from db.summaries import Group, mark_sweeps, refresh
 
 # Rows per INSERT: 500 rows x 44 columns = 22,000 bound parameters, under SQLite's limit of 32,766
 # and PostgreSQL's 65,535 (db.writes chooses the same).
 CHUNK_ROWS = 500
 SWEEP_KEY = ("name", "host", "started_at")
+# Which run of a point is its newest (db.models.Measurement.latest), after rows of it were merged in.
+_LATEST = text(
+    "UPDATE measurements SET latest = CASE WHEN id = (SELECT x.id FROM measurements x WHERE "
+    + " AND ".join(f"x.{c} = :{c}" for c in POINT)
+    + " ORDER BY x.created_at DESC, x.id DESC LIMIT 1) THEN 1 ELSE 0 END WHERE "
+    + " AND ".join(f"{c} = :{c}" for c in POINT)
+)
 
 
 @dataclass
@@ -43,8 +52,8 @@ class MergeSummary:
     environments_added: int = 0
     sweeps_added: int = 0
     measurements_added: int = 0
-    measurements_replaced: int = 0  # points the target held with an older measurement
-    measurements_kept: int = 0  # points the target held with the same or a newer measurement
+    measurements_replaced: int = 0  # runs of points the target held with an older measurement
+    measurements_kept: int = 0  # runs of points the target held with the same or a newer measurement
 
     def __str__(self) -> str:
         return (
@@ -144,16 +153,10 @@ def _measurements(
         for r in chunk:
             row = dict(zip(cols, r))
             row["environment_id"] = env_ids[row["environment_id"]]
-            row["sweep_id"] = sweep_ids.get(row["sweep_id"]) if row["sweep_id"] is not None else None
+            row["sweep_id"] = sweep_ids[row["sweep_id"]]
             row["updated_at"] = now
             rows.append(row)
         held = _held(write, rows)
-        touched: dict[int, set[Point]] = {}
-        for row in rows:
-            point = (row["code_version"], row["dtype"], row["m"], row["n"], row["k"], row["variant"])
-            touched.setdefault(row["environment_id"], set()).add(point)
-        for env_id, points in touched.items():  # the sweeps that may lose a point to the source's
-            mark_sweeps(write, env_id, points)
         stmt = _insert(write, m).values(rows)
         newer = stmt.excluded.created_at > m.c.created_at
         stmt = stmt.on_conflict_do_update(
@@ -167,9 +170,16 @@ def _measurements(
         summary.measurements_added += added
         summary.measurements_replaced += written - added
         summary.measurements_kept += held - (written - added)
-        for env_id, points in touched.items():
-            mark_sweeps(write, env_id, points)
-            refresh(write, env_id, {cast(Group, p[1:]) for p in points})
+        # The source's latest flags mean nothing here: the newest run of each point is chosen again.
+        points = sorted({tuple(row[c] for c in POINT) for row in rows})
+        write.execute(_LATEST, [dict(zip(POINT, p)) for p in points])
+        mark_sweeps(write, {row["sweep_id"] for row in rows})
+        touched: dict[int, set[Group]] = {}
+        for row in rows:
+            group = (row["dtype"], row["m"], row["n"], row["k"], row["variant"])
+            touched.setdefault(row["environment_id"], set()).add(cast(Group, group))
+        for env_id, groups in touched.items():
+            refresh(write, env_id, groups)
 
 
 def _held(write: Connection, rows: list[dict]) -> int:

@@ -1,8 +1,9 @@
 """Typed models of the tables: environments, sweeps, measurements, and the per-shape summaries.
 
 Column names are the field names of `db.records` (the farm's records), so a record becomes a row
-without a mapping table. Revisions 0001 to 0005 in `db/migrations` create the same schema with
-explicit DDL; `tests/db` checks that the two agree.
+without a mapping table. Revisions 0001 to 0006 in `db/migrations` create the same schema with
+explicit DDL; `tests/db` checks that the two agree (tests/db/test_columns.py: that records, models,
+views, the worker and the migrated schema name the same measurement columns).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from db.records import Backend, Status
 class SweepStatus(StrEnum):
     RUNNING = "running"
     FINISHED = "finished"
-    INTERRUPTED = "interrupted"  # stopped by the user (Ctrl-C, a killed driver that was resumed)
+    # stopped by the user (Ctrl-C), or its driver died: the next sweep that opens the database finds its
+    # heartbeat stale (db.claims.STALE_AFTER_S) and marks it so
+    INTERRUPTED = "interrupted"
     FAILED = "failed"  # the driver gave up (an exception outside any one point)
 
 
@@ -62,8 +65,12 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-# The identity of a result: writing the same point again updates its row (db.writes).
-POINT_KEY = ("environment_id", "code_version", "variant", "dtype", "m", "n", "k", "config_key")
+# A point: what is measured (one config of a variant on one shape and dtype, in one environment and code
+# version). Every sweep's measurement of it is kept as a run of it (revision 0006): a `farm sweep --repeat`
+# measures every point again under its own sweep, and the views show the newest run (latest = 1).
+POINT = ("environment_id", "code_version", "variant", "dtype", "m", "n", "k", "config_key")
+# The identity of a row: a point in one run. Writing it again in the same sweep updates its row (db.writes).
+POINT_KEY = (*POINT, "sweep_id")
 # Column order: equality filters first (environment <- gpu_name, status = 'ok', dtype), then what
 # filter_options groups by (variant), then the rest of the config, ms last (MIN(ms) is the first entry).
 # Equality filters of one shape first (results() of a shape, done_keys per shape), then the rest of
@@ -74,6 +81,7 @@ SHAPE_INDEX = (
 VIEW_INDEX = (
     "environment_id",
     "status",
+    "latest",  # the views read the newest run of each point: an equality filter, with status
     "dtype",
     "variant",
     "m",
@@ -88,6 +96,12 @@ VIEW_INDEX = (
     "group_m",
     "ms",
 )
+
+
+# The sweep of rows written without one (a manual import; revision 0006 moved older such rows to it). Its
+# identity (name, host, start time) is the same in every database, so db.merge maps it onto itself; it
+# holds rows but never ran, so the summary neither counts it nor shows it as the last sweep.
+UNATTRIBUTED = {"name": "unattributed", "host": "", "started_at": datetime(1970, 1, 1, tzinfo=UTC)}
 
 
 def _in(column: str, words: type[StrEnum]) -> str:
@@ -163,18 +177,27 @@ class Sweep(Base):
     n_points: Mapped[int]
     n_ok: Mapped[int] = mapped_column(default=0, server_default="0")
     n_failed: Mapped[int] = mapped_column(default=0, server_default="0")
+    # Refreshed by the running driver (db.claims.heartbeat): a running sweep whose heartbeat is stale
+    # has died, its claims expire and the next sweep marks it interrupted (revision 0006).
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (CheckConstraint(_in("status", SweepStatus), name="status"),)
 
 
 class Measurement(Base):
-    """One point (variant x dtype x shape x config) in one environment; fields as in MeasurementRecord."""
+    """One run (sweep) of one point (variant x dtype x shape x config) in one environment; fields as in
+    MeasurementRecord."""
 
     __tablename__ = "measurements"
 
     id: Mapped[int_pk]
     environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
-    sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweeps.id"))
+    # The run: a write without a sweep (a manual import) goes to the database's unattributed sweep
+    # (db.writes.UNATTRIBUTED), as revision 0006 moved older rows without one.
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    # 1 on the newest run of its point (the last measured: db.writes, db.merge), 0 on the older ones;
+    # the views, summaries and resume read the newest.
+    latest: Mapped[int] = mapped_column(default=1, server_default="1")
     # identity
     code_version: Mapped[label]
     variant: Mapped[label]
@@ -249,7 +272,7 @@ class Measurement(Base):
 # ---- per-shape summaries that the writer keeps (db.summaries; revision 0003) ----
 # The fastest ok row of small groups, so the views best_configs, splitk_speedup and vs_cublas rank
 # thousands of summary rows instead of every measurement of a GPU and dtype (0.8-1.0 s each on 1M
-# rows before; docs/bench/db_views.md). Per environment: the views' gpu_name takes the best over
+# rows before; docs/results/db_views.md). Per environment: the views' gpu_name takes the best over
 # the environments of that GPU. No foreign keys: the rows are derived data, and SQLite refuses the
 # table rebuild of a later migration's batch ALTER of measurements while a foreign key points at it.
 SUMMARY_SHAPE = ("environment_id", "dtype", "m", "n", "k")
@@ -393,9 +416,12 @@ class SweepCount(Base):
 # The key of gpu_best and of the best_configs view: the best row per GPU model, dtype, shape and variant.
 GPU_BEST_KEY = ("dtype", "m", "n", "k", "variant")
 # The winning measurement's columns that gpu_best keeps a copy of (revision 0005): all but its id (kept
-# as measurement_id) and the key. best_configs then reads gpu_best alone; fetching the 14,175 winners
-# of a GPU and dtype by id was 0.33 s of its 0.42 s of SQL on PostgreSQL at 10M rows.
-GPU_BEST_COPIED = tuple(c.name for c in Measurement.__table__.c if c.name not in ("id", *GPU_BEST_KEY))
+# as measurement_id), the key and `latest` (a winner is the newest run of its point). best_configs then
+# reads gpu_best alone; fetching the 14,175 winners of a GPU and dtype by id was 0.33 s of its 0.42 s of
+# SQL on PostgreSQL at 10M rows.
+GPU_BEST_COPIED = tuple(
+    c.name for c in Measurement.__table__.c if c.name not in ("id", "latest", *GPU_BEST_KEY)
+)
 
 
 class GpuBest(Base):
@@ -418,3 +444,34 @@ class GpuBest(Base):
             if c.name in GPU_BEST_COPIED
         ),
     )
+
+
+# ---- point claims (revision 0006) ----
+CLAIM_KEY = (*POINT, "run")
+
+
+class Claim(Base):
+    """A point a running sweep is about to measure, so that a second sweep into the same database skips
+    it instead of measuring it too (db.claims). Deleted when its row is written or its sweep ends; one
+    whose sweep's heartbeat went stale has expired. No foreign keys: transient rows.
+
+    run is 0 for a sweep that measures what no run holds yet (every such sweep competes for the same
+    claim), and a `--repeat` sweep's own id: it measures every point again as its own run.
+    """
+
+    __tablename__ = "claims"
+
+    environment_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    code_version: Mapped[label] = mapped_column(primary_key=True)
+    variant: Mapped[label] = mapped_column(primary_key=True)
+    dtype: Mapped[label] = mapped_column(primary_key=True)
+    m: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(primary_key=True)
+    k: Mapped[int] = mapped_column(primary_key=True)
+    config_key: Mapped[label] = mapped_column(primary_key=True)
+    run: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int]
+    claimed_at: Mapped[utc_time]
+
+    # A sweep's claims: released together when it ends, expired together when it dies.
+    __table_args__ = (Index(None, "sweep_id"),)

@@ -5,7 +5,7 @@ DataFrame (unless said otherwise) whose column types are the same from SQLite an
 integers as Int64, timestamps as UTC datetimes, booleans as boolean. Filters take one value or a
 list of values; None means no filter. They filter the views by columns the views partition by, so
 both databases push the filter down to the `ix_measurements_view` index (timings on 1M rows in
-docs/bench/db_views.md).
+docs/results/db_views.md).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import gc
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Engine,
     Integer,
     Select,
+    and_,
     case,
     column,
     event,
@@ -41,7 +43,7 @@ from sqlalchemy.engine.cursor import CursorFetchStrategy
 from sqlalchemy.sql.expression import TableClause
 
 from db.errors import DatabaseError
-from db.models import Environment, Measurement, Sweep, SweepCount, VariantStats
+from db.models import UNATTRIBUTED, Environment, Measurement, Sweep, SweepCount, VariantStats
 from db.records import POWER_LIMIT_EXCESS, Backend
 from db.views import COLUMN_KINDS, STREAM_K, VIEW_COLUMNS, VIEW_NAMES
 
@@ -219,24 +221,28 @@ def results(
     n_range: Range | None = None,
     k_range: Range | None = None,
     limit: int | None = None,
+    sweep: int | None = None,
 ) -> pd.DataFrame:
-    """Measurements with their environment, newest first (ranges are inclusive).
+    """Measurements with their environment, newest first (ranges are inclusive): the newest run of each
+    point, or with `sweep` that sweep's run of its points (view run_results; it has a `latest` column).
 
     With a limit, the ids come first: each environment of the GPU filter gives its newest `limit`
     ids from ix_measurements_recent (environment, dtype, id), the newest `limit` of those are fetched
     whole. One ORDER BY id over the GPU's environments read and sorted every row of the GPU and dtype
-    (1.7-2.4 s for 5,000 rows at 10M; docs/bench/db_views.md), and PostgreSQL, asked for whole rows
+    (1.7-2.4 s for 5,000 rows at 10M; docs/results/db_views.md), and PostgreSQL, asked for whole rows
     per environment, walked the primary key backwards through other environments' rows instead.
     """
     filters = dict(gpu_name=gpu_name, dtype=dtype, variant=variant, status=status)
     ranges = dict(m_range=m_range, n_range=n_range, k_range=k_range)
-    v = view("results")
-    stmt = select(v).where(*conditions(v, **filters, **ranges)).order_by(v.c.id.desc())
-    if limit is None:
-        return frame(conn, stmt)
+    v = view("results" if sweep is None else "run_results")
+    stmt = select(v).where(*conditions(v, **filters, **ranges, sweep_id=sweep)).order_by(v.c.id.desc())
+    if limit is None or sweep is not None:  # one sweep's rows: the sweep_id index finds them
+        return frame(conn, stmt if limit is None else stmt.limit(limit))
     e, t = Environment.__table__, Measurement.__table__
     env_ids = conn.scalars(select(e.c.id).where(*conditions(e, gpu_name=gpu_name)).order_by(e.c.id)).all()
-    ids = select(t.c.id).where(*conditions(t, dtype=dtype, variant=variant, status=status, **ranges))
+    ids = select(t.c.id).where(
+        *conditions(t, dtype=dtype, variant=variant, status=status, **ranges), t.c.latest == 1
+    )
     newest = [
         select(ids.where(t.c.environment_id == i).order_by(t.c.id.desc()).limit(limit).subquery())
         for i in env_ids
@@ -358,7 +364,7 @@ def accuracy(
 
 
 def sweeps(conn: Connection) -> pd.DataFrame:
-    """All sweeps, newest first, with n_measurements: the rows they wrote that no later sweep rewrote."""
+    """All sweeps, newest first, with n_measurements: the rows they wrote (every run is kept)."""
     df = frame(conn, select(Sweep.__table__).order_by(Sweep.id.desc()))
     c = SweepCount.__table__  # kept by the writers (db.summaries): counting took 0.4-0.6 s at 10M
     rows = conn.execute(select(c.c.sweep_id, c.c.n_rows)).all()
@@ -384,9 +390,9 @@ def compare_sweeps(conn: Connection, sweep_a: int, sweep_b: int) -> pd.DataFrame
 
     ratio = ms_a / ms_b (> 1: b is faster). verdict: "same" when the p20-p80 intervals overlap
     (ten do_bench medians of one point on an H200 differ by 2-3%), else "faster" or "slower" for b.
-    Points a later sweep re-measured in the same environment and code version belong to that sweep.
+    The Compare page's until it moves to compare_runs (ratio there is b over a: ratio_b_over_a).
     """
-    r = view("results")
+    r = view("run_results")
     cols = [r.c[c] for c in (*_POINT, "ms", "ms_p20", "ms_p80", "sweep_id", "id")]
     stmt = select(*cols).where(*conditions(r, sweep_id=(sweep_a, sweep_b), status="ok"), r.c.ms.is_not(None))
     df = frame(conn, stmt).sort_values(["ms", "id"])
@@ -404,6 +410,147 @@ def compare_sweeps(conn: Connection, sweep_a: int, sweep_b: int) -> pd.DataFrame
     return out.sort_values(list(_POINT)).reset_index(drop=True)
 
 
+# ---- two runs (sweeps) of the same study ----
+
+# What pairs two runs' rows: the point without its environment and code version (a run on another host
+# of the same GPU model, or of changed code, is what one compares).
+RUN_POINT = ("gpu_name", "variant", "dtype", "m", "n", "k", "config_key")
+RUN_POINT_COLUMNS = (
+    *RUN_POINT, "ms_a", "ms_p20_a", "ms_p80_a", "ms_b", "ms_p20_b", "ms_p80_b", "ratio_b_over_a", "verdict",
+)  # fmt: skip
+_RUN_CONFIG = ("block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages", "group_m")
+_RUN_SHAPE = ("gpu_name", "dtype", "m", "n", "k")
+_GROUP_PAIR = (*_RUN_SHAPE, "variant", *_RUN_CONFIG[:-1])
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """compare_runs' answer: run b against run a, every ratio and difference b over (or minus) a."""
+
+    points: pd.DataFrame
+    splitk: pd.DataFrame
+    grouping: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def compare_runs(conn: Connection, run_a: int, run_b: int) -> RunComparison:
+    """Run b against run a (two sweeps, usually of the same study: `farm sweep --repeat`) on every ok
+    point both measured, and the split-K and grouping effects of each run over those points.
+
+    Points pair on RUN_POINT (gpu_name, variant, dtype, m, n, k, config_key): not on the environment or
+    code version. Each run's row of a point is its own run's (view run_results), whichever run is newest;
+    a run over several hosts of one GPU model keeps its fastest row of the point.
+
+    points: one row per common point, sorted by RUN_POINT; columns RUN_POINT_COLUMNS:
+      gpu_name, variant, dtype, m, n, k, config_key, ms_a, ms_p20_a, ms_p80_a, ms_b, ms_p20_b, ms_p80_b,
+      ratio_b_over_a = ms_b / ms_a (< 1: b is faster), verdict: "same" when the p20-p80 intervals
+      overlap (a missing p20 or p80 is taken as ms), else "faster" (ms_b < ms_a) or "slower": run b's.
+    splitk: per shape (gpu_name, dtype, m, n, k) with both kinds of row in both runs: speedup_a,
+      speedup_b (best unsplit ms / best split ms: split_k = 1 of any variant but cuBLAS and stream-K,
+      against split_k > 1; > 1: split-K pays, as splitk_best) and diff_b_minus_a.
+    grouping: per shape, variant, block config (block_m, block_n, block_k, split_k, num_warps,
+      num_stages) and group_m > 1 with a group_m = 1 row of the same config in both runs: gain_a, gain_b
+      (best group_m = 1 ms / best ms of the group_m; > 1: grouping pays, as grouping_effect's speedup)
+      and diff_b_minus_a.
+    summary: run_a, run_b; n_a, n_b (each run's ok points with a time); n_points (common), n_same,
+      n_faster, n_slower (verdicts), share_same = n_same / n_points (the share within noise);
+      median_ratio_b_over_a; n_splitk_shapes, median_splitk_diff_b_minus_a; n_grouping_pairs,
+      median_grouping_diff_b_minus_a. Medians and share_same are NaN where nothing pairs.
+
+    A run id that is no sweep raises DatabaseError.
+    """
+    s = Sweep.__table__
+    known = set(conn.scalars(select(s.c.id).where(s.c.id.in_([int(run_a), int(run_b)]))))
+    missing = [str(r) for r in (run_a, run_b) if int(r) not in known]
+    if missing:
+        raise DatabaseError(f"no sweep with id {', '.join(missing)}")
+    a, b = _run_rows(conn, int(run_a)), _run_rows(conn, int(run_b))
+    out = a.merge(b[[*RUN_POINT, "ms", "ms_p20", "ms_p80"]], on=list(RUN_POINT), suffixes=("_a", "_b"))
+    out["ratio_b_over_a"] = out.ms_b / out.ms_a
+    lo_a, hi_a = out.ms_p20_a.fillna(out.ms_a), out.ms_p80_a.fillna(out.ms_a)
+    lo_b, hi_b = out.ms_p20_b.fillna(out.ms_b), out.ms_p80_b.fillna(out.ms_b)
+    overlap = (lo_a <= hi_b) & (lo_b <= hi_a)
+    faster = out.ms_b < out.ms_a
+    out["verdict"] = ["same" if o else ("faster" if f else "slower") for o, f in zip(overlap, faster)]
+    out = out.sort_values(list(RUN_POINT)).reset_index(drop=True)
+    common = out[list(RUN_POINT)]
+    effects = [
+        (
+            _splitk_effect(r.merge(common, on=list(RUN_POINT))),
+            _grouping_effect(r.merge(common, on=list(RUN_POINT))),
+        )
+        for r in (a, b)
+    ]
+    splitk = _pair_effect(effects[0][0], effects[1][0], list(_RUN_SHAPE), "speedup")
+    grouping = _pair_effect(effects[0][1], effects[1][1], [*_GROUP_PAIR, "group_m"], "gain")
+    n = len(out)
+    verdicts = Counter(out.verdict)
+    summary = {
+        "run_a": int(run_a),
+        "run_b": int(run_b),
+        "n_a": len(a),
+        "n_b": len(b),
+        "n_points": n,
+        "n_same": verdicts["same"],
+        "n_faster": verdicts["faster"],
+        "n_slower": verdicts["slower"],
+        "share_same": verdicts["same"] / n if n else float("nan"),
+        "median_ratio_b_over_a": _median(out.ratio_b_over_a),
+        "n_splitk_shapes": len(splitk),
+        "median_splitk_diff_b_minus_a": _median(splitk.diff_b_minus_a),
+        "n_grouping_pairs": len(grouping),
+        "median_grouping_diff_b_minus_a": _median(grouping.diff_b_minus_a),
+    }
+    points = out[list(RUN_POINT_COLUMNS)]
+    return RunComparison(points=points, splitk=splitk, grouping=grouping, summary=summary)
+
+
+def _median(values: pd.Series) -> float:
+    return float(values.median()) if len(values) else float("nan")
+
+
+def _run_rows(conn: Connection, sweep_id: int) -> pd.DataFrame:
+    """A run's ok rows with a time: one per RUN_POINT (the fastest, then the lowest id)."""
+    r = view("run_results")
+    cols = (*RUN_POINT, *_RUN_CONFIG, "ms", "ms_p20", "ms_p80", "id")
+    stmt = select(*(r.c[c] for c in cols)).where(
+        r.c.sweep_id == sweep_id, r.c.status == "ok", r.c.ms.is_not(None)
+    )
+    df = frame(conn, stmt).sort_values(["ms", "id"])
+    return df.drop_duplicates(list(RUN_POINT)).drop(columns="id").reset_index(drop=True)
+
+
+def _splitk_effect(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per shape: best unsplit ms over best split ms (splitk_best's speedup)."""
+    unsplit = rows[(rows.split_k == 1) & ~rows.variant.isin(("cublas", *STREAM_K))]
+    split = rows[rows.split_k > 1]
+    both = pd.concat(
+        [
+            unsplit.groupby(list(_RUN_SHAPE)).ms.min().rename("unsplit"),
+            split.groupby(list(_RUN_SHAPE)).ms.min().rename("split"),
+        ],
+        axis=1,
+        join="inner",
+    )
+    return (both.unsplit / both.split).rename("speedup").reset_index()
+
+
+def _grouping_effect(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per block config and group_m > 1: best group_m = 1 ms over best ms of the group_m."""
+    best = rows.groupby([*_GROUP_PAIR, "group_m"]).ms.min().reset_index()
+    base = best[best.group_m == 1].drop(columns="group_m").rename(columns={"ms": "ms_group1"})
+    pairs = best[best.group_m > 1].merge(base, on=list(_GROUP_PAIR))
+    pairs["gain"] = pairs.ms_group1 / pairs.ms
+    return pairs[[*_GROUP_PAIR, "group_m", "gain"]]
+
+
+def _pair_effect(a: pd.DataFrame, b: pd.DataFrame, key: list[str], name: str) -> pd.DataFrame:
+    """An effect of both runs side by side: {name}_a, {name}_b, diff_b_minus_a, sorted by key."""
+    both = a.merge(b, on=key, suffixes=("_a", "_b"))
+    both["diff_b_minus_a"] = both[f"{name}_b"] - both[f"{name}_a"]
+    return both.sort_values(key).reset_index(drop=True)
+
+
 # ---- summaries ----
 
 
@@ -413,7 +560,8 @@ def _most_first(counts: Counter[str]) -> dict[str, int]:
 
 
 def summary(conn: Connection) -> dict[str, Any]:
-    """Counts by status, backend and GPU; numbers of sweeps and environments; the last sweep (a dict or None).
+    """Counts by status, backend and GPU; numbers of sweeps (that ran: not the unattributed sweep of rows
+    stored without one) and environments; the last sweep (a dict or None).
 
     Counted from variant_stats (db.summaries; counting the measurements took 1.0-1.6 s at 10M); backend
     and GPU come from the environment (a row's backend is its environment's).
@@ -429,13 +577,16 @@ def summary(conn: Connection) -> dict[str, Any]:
         by_status[status] += n
         by_backend[env[env_id].backend] += n
         by_gpu[env[env_id].gpu_name] += n
-    last = conn.execute(select(s).order_by(s.c.id.desc()).limit(1)).mappings().first()
+    # The last started (a merged-in sweep gets a new id); the unattributed sweep never ran.
+    ran = ~and_(*(s.c[k] == v for k, v in UNATTRIBUTED.items()))
+    last = conn.execute(select(s).where(ran).order_by(s.c.started_at.desc(), s.c.id.desc()).limit(1))
+    last = last.mappings().first()
     return {
         "measurements": sum(by_status.values()),
         "by_status": _most_first(by_status),
         "by_backend": _most_first(by_backend),
         "by_gpu": _most_first(by_gpu),
-        "sweeps": conn.scalar(select(func.count()).select_from(s)),
+        "sweeps": conn.scalar(select(func.count()).select_from(s).where(ran)),
         "environments": len(env),
         "last_sweep": dict(last) if last is not None else None,
     }
@@ -482,7 +633,7 @@ def done_keys(
     code_versions, variants, dtypes and shapes (m, n, k) narrow it to a sweep's own points, what a
     resume needs: then it reads one range of ix_measurements_shape per (environment, dtype, shape,
     variant, code version), so its cost follows the sweep, not the database (10M rows:
-    docs/bench/db_views.md).
+    docs/results/db_views.md).
     Unscoped, it reads the unique index alone; the cost is Python building the tuples, about
     1.4 µs a key here.
     """
@@ -693,8 +844,8 @@ def shape_options(conn: Connection, *, gpu_name: str, dtype: str) -> pd.DataFram
 
 
 def sweep_gpus(conn: Connection) -> pd.DataFrame:
-    """Per sweep and GPU model: its ok rows with a time (what compare_sweeps can match)."""
-    r = view("results")
+    """Per sweep and GPU model: its ok rows with a time (what compare_runs can match)."""
+    r = view("run_results")
     stmt = (
         select(r.c.sweep_id, r.c.gpu_name, func.count().label("n_ok"))
         .where(r.c.status == "ok", r.c.ms.is_not(None), r.c.sweep_id.is_not(None))

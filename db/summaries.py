@@ -11,8 +11,11 @@ driver touches a handful of shapes, so the writer recomputes the groups it touch
 transaction: recomputing (not min-merging) keeps them right when an upsert makes the best row
 slower or no longer ok. Revision 0003 backfills them from the measurements already stored.
 
-Each group is recomputed from an exact range of ix_measurements_view (environment, status, dtype,
-variant, m, n, k): shape_best per (dtype, m, n, k, variant) with ORDER BY ms, id LIMIT 1;
+Every sweep's rows are kept as runs of their points (revision 0006); the summaries read the newest run
+of each point (latest = 1), so a newer slower measurement of a point displaces an older faster one.
+
+Each group is recomputed from an exact range of ix_measurements_view (environment, status, latest,
+dtype, variant, m, n, k): shape_best per (dtype, m, n, k, variant) with ORDER BY ms, id LIMIT 1;
 split_best per (dtype, m, n, k) over the variants that shape_best lists for that shape (the
 variants with an ok row), so the index is sought per variant instead of scanned across variants.
 """
@@ -31,7 +34,7 @@ Group = tuple[str, int, int, int, str]
 # (code_version, dtype, m, n, k, variant): the points of a group written by one code version.
 Point = tuple[str, str, int, int, int, str]
 
-_OK = "status = 'ok' AND ms IS NOT NULL"
+_OK = "status = 'ok' AND latest = 1 AND ms IS NOT NULL"
 _SHAPE = "environment_id = :e AND dtype = :d AND m = :m AND n = :n AND k = :k"
 
 _DELETE_SHAPE_BEST = text(f"DELETE FROM shape_best WHERE {_SHAPE} AND variant = :v")
@@ -68,7 +71,7 @@ _STATS_KEY = "environment_id, dtype, variant, m, n, k, status"
 _DELETE_SHAPE_STATS = text(f"DELETE FROM shape_stats WHERE {_SHAPE} AND variant = :v")
 _FILL_SHAPE_STATS = text(
     f"INSERT INTO shape_stats ({_STATS_KEY}, {_STATS}) SELECT {_STATS_KEY}, {_MEASURED_STATS} "
-    f"FROM measurements WHERE {_SHAPE} AND variant = :v GROUP BY {_STATS_KEY}"
+    f"FROM measurements WHERE {_SHAPE} AND variant = :v AND latest = 1 GROUP BY {_STATS_KEY}"
 )
 # variant_stats per (environment, dtype, variant, status) from its shapes' shape_stats (about 1,000
 # shapes x a few statuses: the variant's 10^5 measurements are not read again).
@@ -113,14 +116,12 @@ _FILL_GPU_BEST = text(
     "ORDER BY s.ms, s.measurement_id LIMIT 1)"
 )
 
-# sweep_counts: per sweep, its rows (those no later sweep rewrote; db.queries.sweeps). A write can move
-# a point from the sweep that measured it to the writing sweep, so the writers mark the sweeps holding
-# the points they write, before and after the write (mark_sweeps), and refresh recounts the marked
-# ones from the sweep_id index: the writing sweep (up to 25k rows) and the rare sweep that lost a point.
+# sweep_counts: per sweep, its rows (db.queries.sweeps). Every run's rows are kept (revision 0006), so a
+# write changes the count of the sweep that writes only: the writers mark it (mark_sweeps) and refresh
+# recounts the marked ones from the sweep_id index (up to 25k rows).
 _MARK_SWEEPS = text(
-    "INSERT INTO sweep_counts (sweep_id, n_rows, stale) SELECT DISTINCT sweep_id, 0, 1 FROM measurements "
-    "WHERE environment_id = :e AND code_version = :c AND variant = :v AND dtype = :d AND m = :m AND n = :n "
-    "AND k = :k AND sweep_id IS NOT NULL ON CONFLICT (sweep_id) DO UPDATE SET stale = 1"
+    "INSERT INTO sweep_counts (sweep_id, n_rows, stale) VALUES (:s, 0, 1) "
+    "ON CONFLICT (sweep_id) DO UPDATE SET stale = 1"
 )
 _RECOUNT_SWEEPS = text(
     "UPDATE sweep_counts SET n_rows = (SELECT COUNT(*) FROM measurements m "
@@ -142,7 +143,7 @@ _REBUILD = (
     f"environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} ORDER BY ms, id) AS rn "
     f"FROM measurements WHERE {_OK} AND variant NOT IN ({NOT_SPLIT_K_BASELINE})) x WHERE rn = 1",
     f"INSERT INTO shape_stats ({_STATS_KEY}, {_STATS}) SELECT {_STATS_KEY}, {_MEASURED_STATS} "
-    f"FROM measurements GROUP BY {_STATS_KEY}",
+    f"FROM measurements WHERE latest = 1 GROUP BY {_STATS_KEY}",
     f"INSERT INTO variant_stats ({_VARIANT_KEY}, m_min, m_max, n_min, n_max, k_min, k_max, {_STATS}) "
     f"SELECT {_VARIANT_KEY}, MIN(m), MAX(m), MIN(n), MAX(n), MIN(k), MAX(k), {_COMBINED_STATS} "
     f"FROM shape_stats GROUP BY {_VARIANT_KEY}",
@@ -162,20 +163,17 @@ TABLES = (
 
 
 def rebuild(conn: Connection) -> None:
-    """Every summary from scratch: after a bulk load that bypassed db.writes (bench/db_views.py's fill)."""
+    """Every summary from scratch: after a bulk load that bypassed db.writes (benchmarks/db_views.py's
+    fill)."""
     for table in TABLES:
         conn.execute(text(f"DELETE FROM {table}"))
     for fill in _REBUILD:
         conn.execute(text(fill))
 
 
-def mark_sweeps(conn: Connection, environment_id: int, points: Iterable[Point]) -> None:
-    """Mark for refresh's recount the sweeps that hold these (code_version, dtype, m, n, k, variant)
-    points of one environment: call it before a write (the sweeps that may lose rows) and after it."""
-    params = [
-        {"e": environment_id, "c": c, "d": d, "m": m, "n": n, "k": k, "v": v}
-        for c, d, m, n, k, v in sorted(set(points))
-    ]
+def mark_sweeps(conn: Connection, sweep_ids: Iterable[int]) -> None:
+    """Mark for refresh's recount the sweeps whose rows a write in this transaction adds or changes."""
+    params = [{"s": int(s)} for s in sorted(set(sweep_ids))]
     if params:
         conn.execute(_MARK_SWEEPS, params)
 

@@ -117,8 +117,12 @@ CUBLAS_COLUMNS: tuple[str, ...] = (
     "cublas_tflops",
     "ratio",
 )
+# run_results (revision 0006): every run's rows, results' columns and `latest` (1: the newest run of
+# its point, the row `results` shows).
+RUN_RESULTS_COLUMNS: tuple[str, ...] = (*RESULTS_COLUMNS, "latest")
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "results": RESULTS_COLUMNS,
+    "run_results": RUN_RESULTS_COLUMNS,
     "best_configs": RESULTS_COLUMNS,
     "splitk_speedup": SPLITK_COLUMNS,
     "grouping_effect": GROUPING_COLUMNS,
@@ -129,8 +133,8 @@ VIEW_NAMES: tuple[str, ...] = tuple(VIEW_COLUMNS)
 # How each column reads back into pandas, so frames look the same from either backend (SQLite
 # returns timestamps as text and booleans as 0/1). Columns not named here are text.
 _KINDS = {
-    "int": "id environment_id sweep_id sm_count l2_bytes memory_bytes m n k block_m block_n block_k group_m "
-    "split_k num_warps num_stages reps tiles programs occupancy operand_bytes registers shared_mem "
+    "int": "id environment_id sweep_id latest sm_count l2_bytes memory_bytes m n k block_m block_n block_k "
+    "group_m split_k num_warps num_stages reps tiles programs occupancy operand_bytes registers shared_mem "
     "sm_clock_mhz temperature_c best_split_k n_points n_ok n_failed n_measurements n_checked n_wrong "
     "n_nondeterministic",
     "float": "peak_tflops peak_gbps ms ms_p20 ms_p80 stream_ms host_ms joules_per_launch avg_watts "
@@ -159,7 +163,7 @@ _RESULTS = (
 # Each view answers the dashboard's query (one GPU and dtype) from one subquery of `results` that the
 # filter reaches (SQLite pushes a WHERE term down one subquery level, into a window subquery only
 # when it names PARTITION BY columns), reading ix_measurements_view alone, then fetches the few
-# winning rows by id. Timings, before and after, on 1M rows: docs/bench/db_views.md.
+# winning rows by id. Timings, before and after, on 1M rows: docs/results/db_views.md.
 
 # best_configs: rank narrow rows, then fetch the whole row of each winner (ranking all 51 columns
 # of the 150k ok rows of one GPU and dtype took 0.93 s of SQL, this 0.42 s).
@@ -395,5 +399,24 @@ VIEWS_0005: dict[str, str] = {
     "best_configs": _BEST_CONFIGS_0005,
     "splitk_speedup": _SPLITK_0005,
 }
+
+# ---- revision 0006: every sweep's rows are kept as runs of their points ----
+# `results` shows the newest run of each point (latest = 1, kept by db.writes and db.merge), so every view
+# that reads it, and the summaries that db.summaries computes with them, answer as before: one row per
+# point. `run_results` shows every run's rows, for a chosen sweep (db.queries results(sweep=...),
+# compare_runs).
+_RUN_RESULTS = (
+    f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
+    f"{_cols(MEASUREMENT_COLUMNS, 'm')}, m.latest "
+    "FROM measurements m JOIN environments e ON e.id = m.environment_id"
+)
+_RESULTS_0006 = _RESULTS + " WHERE m.latest = 1"
+
+# Revision 0006's views, in creation order: run_results after results (no view reads it).
+VIEWS_0006: dict[str, str] = {
+    "results": _RESULTS_0006,
+    "run_results": _RUN_RESULTS,
+    **{name: sql for name, sql in VIEWS_0005.items() if name != "results"},
+}
 # What the code at head creates (test-only later revisions drop and recreate these).
-VIEWS_HEAD = VIEWS_0005
+VIEWS_HEAD = VIEWS_0006

@@ -15,12 +15,12 @@ from enum import StrEnum
 from itertools import chain
 from typing import Any
 
-from sqlalchemy import Table, bindparam, func, select
+from sqlalchemy import Table, bindparam, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from db.errors import DatabaseError
-from db.models import POINT_KEY, Environment, Measurement, Sweep, SweepStatus
+from db.models import POINT, POINT_KEY, UNATTRIBUTED, Environment, Measurement, Sweep, SweepStatus
 from db.records import (
     ENVIRONMENT_FIELDS,
     IDENTITY_FIELDS,
@@ -33,11 +33,11 @@ from db.records import (
 )
 from db.summaries import mark_sweeps, refresh
 
-# Rows per INSERT: 500 rows x 50 columns = 25,000 bound parameters, under SQLite's limit of 32,766
+# Rows per INSERT: 500 rows x 51 columns = 25,500 bound parameters, under SQLite's limit of 32,766
 # (since 3.32) and PostgreSQL's 65,535.
 CHUNK_ROWS = 500
 # In the table's column order, which is the compiled statement's placeholder order.
-_COLUMNS = ("environment_id", "sweep_id", *MEASUREMENT_FIELDS, "updated_at")
+_COLUMNS = ("environment_id", "sweep_id", "latest", *MEASUREMENT_FIELDS, "updated_at")
 _NATIVE = frozenset({int, float, str, bool, type(None), datetime})
 _MEASURED = tuple(f for f in MEASUREMENT_FIELDS if f not in POINT_KEY)
 _STATUSES = frozenset(Status)
@@ -48,8 +48,14 @@ _BACKENDS = frozenset(Backend)
 _UPSERTS: dict[tuple[str, str, int], tuple[str, list[str], list[int] | None]] = {}
 # Where a row holds its db.summaries group: (dtype, m, n, k, variant).
 _GROUP_AT = tuple(_COLUMNS.index(c) for c in ("dtype", "m", "n", "k", "variant"))
-# And its db.summaries point: (code_version, dtype, m, n, k, variant).
-_POINT_AT = (_COLUMNS.index("code_version"), *_GROUP_AT)
+# And its point (db.models.POINT) and sweep, for marking the older runs of its point.
+_POINT_AT = tuple(_COLUMNS.index(c) for c in (*POINT, "sweep_id"))
+# A write is the newest run of its points: their other sweeps' rows are older runs (db.models.Measurement).
+_OLDER_RUNS = text(
+    "UPDATE measurements SET latest = 0 WHERE environment_id = :environment_id AND code_version = "
+    ":code_version AND variant = :variant AND dtype = :dtype AND m = :m AND n = :n AND k = :k "
+    "AND config_key = :config_key AND sweep_id <> :sweep_id AND latest = 1"
+)
 
 
 def _insert(session: Session, table: Table):
@@ -87,12 +93,14 @@ def environment_id(session: Session, env: EnvironmentInfo) -> int:
 
 
 def start_sweep(session: Session, *, name: str, spec: dict[str, Any], command: str, n_points: int) -> int:
+    now = utcnow()
     sweep = Sweep(
         name=name,
         spec=json.dumps(spec, sort_keys=True, default=str),
         command=command,
         host=socket.gethostname(),
-        started_at=utcnow(),
+        started_at=now,
+        heartbeat_at=now,  # db.claims: its claims live while the driver refreshes it
         status=SweepStatus.RUNNING,
         n_points=n_points,
         n_ok=0,
@@ -101,6 +109,21 @@ def start_sweep(session: Session, *, name: str, spec: dict[str, Any], command: s
     session.add(sweep)
     session.flush()
     return sweep.id
+
+
+def unattributed_sweep(session: Session) -> int:
+    """The id of the sweep that rows written without one belong to (created the first time)."""
+    t = Sweep.__table__
+    found = select(t.c.id).where(*(t.c[k] == v for k, v in UNATTRIBUTED.items())).order_by(t.c.id).limit(1)
+    sweep_id = session.execute(found).scalar_one_or_none()
+    if sweep_id is None:
+        sweep = Sweep(
+            **UNATTRIBUTED, spec="{}", command="", status=SweepStatus.FINISHED, n_points=0, n_ok=0, n_failed=0
+        )
+        session.add(sweep)
+        session.flush()
+        sweep_id = sweep.id
+    return sweep_id
 
 
 def finish_sweep(session: Session, sweep_id: int, *, status: str, n_ok: int, n_failed: int) -> None:
@@ -119,15 +142,19 @@ def finish_sweep(session: Session, sweep_id: int, *, status: str, n_ok: int, n_f
 def upsert_measurements(
     session: Session, *, environment_id: int, sweep_id: int | None, records: Sequence[MeasurementRecord]
 ) -> int:
-    """Insert or update `records` by their unique key; returns the number of distinct points written.
+    """Insert or update `records` as sweep_id's run of their points; returns the number of distinct
+    points written.
 
     One multi-row INSERT ... ON CONFLICT DO UPDATE per chunk on SQLite, a pipelined executemany of
-    the one-row upsert on PostgreSQL; then, in the same transaction, the per-shape summaries of the
-    groups written are recomputed (db.summaries). Writing the same batch twice leaves
+    the one-row upsert on PostgreSQL; then, in the same transaction, the rows are made the newest run of
+    their points (other sweeps' rows of them get latest = 0, and stay) and the per-shape summaries of
+    the groups written are recomputed (db.summaries). Writing the same batch twice in one sweep leaves
     the same rows with the same ids; the measured columns take the latest write. A repeated key
     within the batch keeps its last record (PostgreSQL refuses an upsert that touches one row twice
-    in one statement).
+    in one statement). sweep_id None: the unattributed sweep's run (unattributed_sweep).
     """
+    if sweep_id is None:
+        sweep_id = unattributed_sweep(session)
     conn = session.connection()
     table = Measurement.__table__
     # Type conversions the driver needs (SQLite: timestamps to text, booleans to 0/1).
@@ -139,7 +166,7 @@ def upsert_measurements(
     for rec in records:
         if rec.status not in _STATUSES or rec.backend not in _BACKENDS:
             raise ValueError(f"record {rec.key}: status {rec.status!r} / backend {rec.backend!r} unknown")
-        row = [environment_id, sweep_id, *map(rec.__getattribute__, MEASUREMENT_FIELDS), now]
+        row = [environment_id, sweep_id, 1, *map(rec.__getattribute__, MEASUREMENT_FIELDS), now]
         if not _NATIVE.issuperset(map(type, row)):
             row = [_plain(v) for v in row]
         for i, process in processors:
@@ -147,12 +174,12 @@ def upsert_measurements(
                 row[i] = process(row[i])
         rows[rec.key] = row
     pending = list(rows.values())
-    points = {tuple(row[i] for i in _POINT_AT) for row in pending}
-    mark_sweeps(conn, environment_id, points)  # the sweeps that may lose a point to this one
+    # The key columns are ints and text, which no processor above changes.
+    older = [dict(zip((*POINT, "sweep_id"), (row[i] for i in _POINT_AT))) for row in pending]
     if conn.dialect.name == "postgresql":
         # The one-row upsert, run with executemany, which psycopg 3 pipelines and prepares once: it
         # re-parses the multi-row statement (over 50 parameters) on every execution, 0.25 s of client
-        # CPU per 500 rows; 0.7-1.4k records/s that way against 3.9-4.8k (bench/writer_rate.py).
+        # CPU per 500 rows; 0.7-1.4k records/s that way against 3.9-4.8k (benchmarks/writer_rate.py).
         sql, names, order = _upsert(session, 1)
         conn.exec_driver_sql(sql, [_params(conn.dialect.positional, names, order, row) for row in pending])
     while pending and conn.dialect.name != "postgresql":
@@ -161,7 +188,9 @@ def upsert_measurements(
         chunk, pending = pending[:size], pending[size:]
         sql, names, order = _upsert(session, size)
         conn.exec_driver_sql(sql, _params(conn.dialect.positional, names, order, chain.from_iterable(chunk)))
-    mark_sweeps(conn, environment_id, points)
+    if older:
+        conn.execute(_OLDER_RUNS, older)
+    mark_sweeps(conn, [sweep_id])
     refresh(conn, environment_id, {tuple(row[i] for i in _GROUP_AT) for row in rows.values()})
     return len(rows)
 
@@ -198,9 +227,7 @@ def _upsert(session: Session, n_rows: int) -> tuple[str, list[str], list[int] | 
         stmt = _insert(session, table).values(
             [{c: bindparam(f"r{i}_{c}") for c in _COLUMNS} for i in range(n_rows)]
         )
-        update = {c: stmt.excluded[c] for c in (*_MEASURED, "updated_at")}
-        # A later write without a sweep (a manual import) keeps the sweep that measured the point.
-        update["sweep_id"] = func.coalesce(stmt.excluded.sweep_id, table.c.sweep_id)
+        update = {c: stmt.excluded[c] for c in (*_MEASURED, "latest", "updated_at")}
         compiled = stmt.on_conflict_do_update(index_elements=list(POINT_KEY), set_=update).compile(
             dialect=dialect
         )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dbkit import A100, INTERPRETER, NOT_A_DB, read_only, rec, store, tree
+from dbkit import A100, HEAD, INTERPRETER, NOT_A_DB, read_only, rec, store, tree
 from sqlalchemy import Engine, inspect
 
 import cli
@@ -63,11 +63,11 @@ def results(engine: Engine) -> Engine:
 
 def test_db_upgrade_creates_then_reports_current(farm_main, target: str, capsys) -> None:
     assert farm_main(["db", "upgrade", "--db", target]) == 0
-    assert "upgraded from empty to 0005" in capsys.readouterr().out
+    assert f"upgraded from empty to {HEAD}" in capsys.readouterr().out
     assert farm_main(["db", "upgrade", "--db", target]) == 0
-    assert "already at revision 0005" in capsys.readouterr().out
+    assert f"already at revision {HEAD}" in capsys.readouterr().out
     assert farm_main(["db", "current", "--db", target]) == 0
-    assert "revision 0005 (current)" in capsys.readouterr().out
+    assert f"revision {HEAD} (current)" in capsys.readouterr().out
 
 
 def test_summary(farm_main, results: Engine, target: str, capsys) -> None:
@@ -161,7 +161,7 @@ def test_export_best_round_trips_config_extras(
 def test_downgrade_needs_consent_to_drop_data(farm_main, results: Engine, target: str, capsys) -> None:
     assert farm_main(["db", "downgrade", "base", "--db", target]) == 2
     assert "would drop its 7 measurements; nothing was changed" in capsys.readouterr().err
-    assert current(results) == "0005"
+    assert current(results) == HEAD
     assert farm_main(["db", "downgrade", "base", "--db", target, "--delete-data"]) == 0
     assert current(results) is None and inspect(results).get_table_names() == ["alembic_version"]
 

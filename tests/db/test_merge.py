@@ -45,7 +45,7 @@ def write(target: str, env: EnvironmentInfo, records: list[MeasurementRecord], s
 
 
 def points(target: str) -> dict[tuple, tuple]:
-    """(gpu, variant, shape, config_key) -> (ms, sweep name) of every measurement."""
+    """(gpu, variant, shape, config_key) -> (ms, sweep name) of every point's newest run."""
     engine = make_engine(target, readonly=True)
     try:
         with engine.connect() as conn:
@@ -78,10 +78,25 @@ def sources(tmp_path: Path) -> list[str]:
     return [node1, node2]
 
 
+def runs(target: str) -> list[tuple]:
+    """(sweep name, variant, ms, latest) of every run of every point."""
+    engine = make_engine(target, readonly=True)
+    try:
+        with engine.connect() as conn:
+            sweeps = dict(conn.execute(select(Sweep.id, Sweep.name)).all())
+            df = queries.iter_view(conn, "run_results")
+            return sorted((sweeps[r.sweep_id], r.variant, r.ms, r.latest) for d in df for r in d.itertuples())
+    finally:
+        engine.dispose()
+
+
 def test_merge_brings_every_row_and_is_idempotent(target: str, sources: list[str]) -> None:
     first = merge(sources, target)
     assert (first.environments_added, first.sweeps_added) == (2, 3)
-    assert (first.measurements_added, first.measurements_replaced) == (4, 1)  # the re-measured point
+    # Both runs of the re-measured H200 point are kept, the newer one the latest.
+    assert (first.measurements_added, first.measurements_replaced) == (5, 0)
+    grouped_runs = [r for r in runs(target) if r[1] == "grouped" and r[0] != "a100-run"]
+    assert grouped_runs == [("h200-rerun", "grouped", 0.0199, 1), ("h200-run", "grouped", 0.0205, 0)]
     merged = points(target)
     assert merged[("NVIDIA H200", "grouped", SHAPE, rec("grouped", SHAPE).config_key)] == (
         0.0199,
@@ -96,16 +111,17 @@ def test_merge_brings_every_row_and_is_idempotent(target: str, sources: list[str
     again = merge(sources, target)
     assert (again.environments_added, again.sweeps_added, again.measurements_added) == (0, 0, 0)
     assert again.measurements_replaced == 0 and again.measurements_kept == 5
-    assert points(target) == merged
+    assert points(target) == merged and len(runs(target)) == 5
 
 
-def test_older_measurement_never_replaces_a_newer_one(target: str, tmp_path: Path) -> None:
+def test_an_older_run_merged_in_later_is_kept_but_not_the_latest(target: str, tmp_path: Path) -> None:
     old = str(tmp_path / "old.db")
     write(old, H200, [rec("grouped", SHAPE, ms=0.030, created_at=at(0))], "old")
     write(target, H200, [rec("grouped", SHAPE, ms=0.0205, created_at=at(5))], "new")
     summary = merge([old], target)
-    assert (summary.measurements_added, summary.measurements_replaced, summary.measurements_kept) == (0, 0, 1)
-    assert list(points(target).values()) == [(0.0205, "new")]
+    assert (summary.measurements_added, summary.measurements_replaced, summary.measurements_kept) == (1, 0, 0)
+    assert list(points(target).values()) == [(0.0205, "new")]  # measured last, though merged first
+    assert runs(target) == [("new", "grouped", 0.0205, 1), ("old", "grouped", 0.030, 0)]
 
 
 def test_merging_the_target_into_itself_is_refused(tmp_path: Path) -> None:
@@ -144,7 +160,7 @@ def test_farm_db_merge_command(tmp_path: Path, sources: list[str], capsys: pytes
 
     target = str(tmp_path / "all.db")
     assert cli.main(["db", "merge", *sources, "--into", target]) == 0
-    assert "4 measurements added, 1 replaced" in capsys.readouterr().out
+    assert "5 measurements added, 0 replaced" in capsys.readouterr().out
     assert cli.main(["db", "merge", *sources, "--into", target]) == 0
     assert "0 measurements added, 0 replaced" in capsys.readouterr().out
     assert len(points(target)) == 4

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from dbkit import A100, H200, count, grid, rec, snapshot, store
+from dbkit import A100, H200, HEAD, count, grid, rec, snapshot, store
 from sqlalchemy import Engine, MetaData, inspect, select, text
 from sqlalchemy.orm import Session
 
@@ -19,7 +19,7 @@ HERE = Path(__file__).parent
 
 
 def later_code(folder: str = "migrations"):
-    """The Alembic config of code that has one more revision (0006) than the package."""
+    """The Alembic config of code that has one more revision (`later`) than the package."""
     return schema.alembic_config(extra_version_locations=[HERE / folder])
 
 
@@ -48,11 +48,12 @@ def store_at_0001(engine: Engine, records) -> None:
 
 
 def rows_0001(engine: Engine) -> list[tuple]:
-    """Every column revision 0001 has, in id order."""
+    """Every column revision 0001 has but sweep_id (revision 0006 moves rows without one to the
+    unattributed sweep), in id order."""
     table = MetaData()
     table.reflect(engine, only=["measurements"])
     measurements = table.tables["measurements"]
-    keep = [c for c in measurements.c if c.name not in NEW_IN_0002]
+    keep = [c for c in measurements.c if c.name not in (*NEW_IN_0002, "sweep_id", "latest", "eager_ms")]
     with engine.connect() as conn:
         return [tuple(r) for r in conn.execute(select(*keep).order_by(measurements.c.id))]
 
@@ -67,9 +68,13 @@ def test_database_of_revision_0001_upgrades_in_place_and_back(target: str) -> No
     assert NEW_IN_0002.isdisjoint(views_0001["results"])
 
     schema.upgrade(engine, "head")
-    assert schema.current(engine) == "0005"
+    assert schema.current(engine) == HEAD
     assert columns(engine) >= NEW_IN_0002 and columns(engine, "results") >= NEW_IN_0002
     assert rows_0001(engine) == before  # every old row, every old value
+    with engine.connect() as conn:  # rows stored without a sweep: runs of the unattributed sweep
+        sweep_ids = conn.execute(text("SELECT DISTINCT sweep_id, latest FROM measurements")).all()
+        unattributed = conn.execute(text("SELECT id FROM sweeps WHERE name = 'unattributed'")).scalar_one()
+    assert [tuple(r) for r in sweep_ids] == [(unattributed, 1)]
     with engine.connect() as conn:
         marked = conn.execute(
             text("SELECT ms, stream_ms, timing_regime, joules_per_launch, avg_watts FROM results ORDER BY id")
@@ -105,7 +110,7 @@ def test_database_of_revision_0001_upgrades_in_place_and_back(target: str) -> No
     assert {v: columns(engine, v) for v in views_0001} == views_0001  # 0001's views, restored
     assert rows_0001(engine)[: len(before)] == before and count(engine) == len(old) + 1
     schema.upgrade(engine, "head")
-    assert schema.current(engine) == "0005" and rows_0001(engine)[: len(before)] == before
+    assert schema.current(engine) == HEAD and rows_0001(engine)[: len(before)] == before
     engine.dispose()
 
 
@@ -117,15 +122,15 @@ def test_upgrade_downgrade_upgrade_keeps_every_row(engine: Engine) -> None:
         best_before = queries.best_configs(conn)
     cfg = later_code()
 
-    schema.upgrade(engine, "0006", cfg=cfg)
-    assert schema.current(engine) == "0006" and "power_w" in columns(engine)
+    schema.upgrade(engine, "later", cfg=cfg)
+    assert schema.current(engine) == "later" and "power_w" in columns(engine)
     with engine.begin() as conn:  # the new column is usable
         conn.execute(text("UPDATE measurements SET power_w = 612.5 WHERE id = 1"))
-    schema.downgrade(engine, "0005", cfg=cfg)
-    assert schema.current(engine) == "0005" and "power_w" not in columns(engine)
+    schema.downgrade(engine, HEAD, cfg=cfg)
+    assert schema.current(engine) == HEAD and "power_w" not in columns(engine)
     assert snapshot(engine) == before
     schema.upgrade(engine, "head", cfg=cfg)
-    assert schema.current(engine) == "0006"
+    assert schema.current(engine) == "later"
     assert [r[: len(before[0])] for r in snapshot(engine)] == before  # snapshot reads the model's columns
     with engine.connect() as conn:
         assert (
@@ -137,11 +142,11 @@ def test_upgrade_downgrade_upgrade_keeps_every_row(engine: Engine) -> None:
 
 
 def test_failed_migration_changes_nothing(engine: Engine) -> None:
-    """Revision 0006 of migrations_broken creates a table, deletes every row, then fails."""
+    """Revision later_broken of migrations_broken creates a table, deletes every row, then fails."""
     store(engine, grid(50))
     with pytest.raises(Exception, match="no_such_column"):
         schema.upgrade(engine, "head", cfg=later_code("migrations_broken"))
-    assert schema.current(engine) == "0005" and count(engine) == 50
+    assert schema.current(engine) == HEAD and count(engine) == 50
     assert "half_done" not in inspect(engine).get_table_names()
 
 
@@ -149,14 +154,14 @@ def test_downgrade_to_base_refuses_to_drop_data(engine: Engine) -> None:
     store(engine, grid(20))
     with pytest.raises(DatabaseError, match="would drop its 20 measurements; nothing was changed"):
         schema.downgrade(engine, "base")
-    assert schema.current(engine) == "0005" and count(engine) == 20
+    assert schema.current(engine) == HEAD and count(engine) == 20
     schema.downgrade(engine, "base", delete_data=True)
     assert schema.current(engine) is None and inspect(engine).get_table_names() == ["alembic_version"]
     schema.ensure_current(engine)  # an emptied database is created again
-    assert count(engine) == 0 and schema.current(engine) == "0005"
+    assert count(engine) == 0 and schema.current(engine) == HEAD
 
 
 def test_unknown_target_revision(engine: Engine) -> None:
     with pytest.raises(DatabaseError, match=r"cannot migrate .* to 'abcd'"):
         schema.upgrade(engine, "abcd")
-    assert schema.current(engine) == "0005"
+    assert schema.current(engine) == HEAD

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from dbkit import A100, H200, INTERPRETER, count, grid, rec, run_together, snapshot, store
+from dbkit import A100, H200, HEAD, INTERPRETER, count, grid, rec, run_together, snapshot, store
 from sqlalchemy import Engine, inspect, select, text
 from sqlalchemy.orm import Session
 
@@ -31,7 +31,7 @@ EXTRA_VERSIONS = Path(__file__).with_name("migrations")
 def test_empty_database_is_created_at_head(target: str) -> None:
     engine = make_engine(target)
     schema.ensure_current(engine)
-    assert schema.current(engine) == schema.head() == "0005"
+    assert schema.current(engine) == schema.head() == HEAD
     insp = inspect(engine)
     assert {"environments", "sweeps", "measurements"} <= set(insp.get_table_names())
     assert set(VIEW_NAMES) <= set(insp.get_view_names())
@@ -56,14 +56,14 @@ def test_empty_database_not_created_when_not_asked(target: str) -> None:
 
 
 def test_older_revision_says_how_to_upgrade(engine: Engine) -> None:
-    """Code that knows a revision 0006 meets a database at 0005."""
+    """Code that knows one more revision meets a database at the package's head."""
     newer_code = schema.alembic_config(extra_version_locations=[EXTRA_VERSIONS])
     with pytest.raises(DatabaseError) as err:
         schema.ensure_current(engine, create=False, cfg=newer_code)
     msg = str(err.value)
-    assert "at schema revision 0005, this code expects 0006" in msg
+    assert f"at schema revision {HEAD}, this code expects later" in msg
     assert f"`farm db upgrade --db {describe(engine)}`" in msg
-    assert schema.current(engine) == "0005"  # refused, not upgraded behind the user's back
+    assert schema.current(engine) == HEAD  # refused, not upgraded behind the user's back
 
 
 def test_newer_revision_is_refused(engine: Engine) -> None:
@@ -191,18 +191,29 @@ def test_same_batch_twice_stores_it_once(engine: Engine) -> None:
     assert len(first) == 304 and [r[0] for r in first] == list(range(1, 305))
 
 
-def test_latest_write_wins(engine: Engine) -> None:
+def test_every_run_is_kept_and_the_newest_is_latest(engine: Engine) -> None:
     with Session(engine) as s:
         sweeps = [start_sweep(s, name=n, spec={}, command="", n_points=1) for n in ("a", "b")]
         s.commit()
     point = dict(variant="splitk", shape=(1000, 3000, 16384), split_k=4)
     store(engine, [rec(**point, ms=2.0, status="wrong")], sweep_id=sweeps[0])
     store(engine, [rec(**point, ms=1.0, worker="node-2:0")], sweep_id=sweeps[1])
-    store(engine, [rec(**point, ms=1.0, worker="node-2:0")], sweep_id=None)  # a re-import keeps the sweep
+    store(engine, [rec(**point, ms=1.5, worker="node-2:0")], sweep_id=sweeps[1])  # its own run: updated
     with Session(engine) as s:
-        (row,) = s.scalars(select(Measurement)).all()
-        assert (row.id, row.ms, row.status, row.worker, row.sweep_id) == (1, 1.0, "ok", "node-2:0", sweeps[1])
-        assert row.error == "" and row.updated_at >= row.created_at
+        rows = s.scalars(select(Measurement).order_by(Measurement.id)).all()
+        got = [(r.id, r.ms, r.status, r.sweep_id, r.latest) for r in rows]
+        assert got == [(1, 2.0, "wrong", sweeps[0], 0), (2, 1.5, "ok", sweeps[1], 1)]
+        assert rows[1].error == "" and rows[1].updated_at >= rows[1].created_at
+    with engine.connect() as conn:
+        assert queries.results(conn)[["id", "ms"]].values.tolist() == [[2, 1.5]]  # the newest run
+        assert queries.results(conn, sweep=sweeps[0])[["id", "latest"]].values.tolist() == [[1, 0]]
+    # A write without a sweep (an import) is a run of the unattributed sweep, and the newest.
+    store(engine, [rec(**point, ms=1.25)], sweep_id=None)
+    with Session(engine) as s:
+        unattributed = s.scalars(select(Sweep).where(Sweep.name == "unattributed")).one()
+        latest = s.scalars(select(Measurement).where(Measurement.latest == 1)).one()
+        assert (latest.sweep_id, latest.ms) == (unattributed.id, 1.25)
+    assert count(engine) == 3
 
 
 def test_repeated_key_in_one_batch_keeps_the_last(engine: Engine) -> None:
@@ -296,6 +307,7 @@ def filled(engine: Engine) -> Engine:
 def test_summary(filled: Engine) -> None:
     with filled.connect() as conn:
         s = queries.summary(conn)
+    # 2 sweeps: the unattributed one of the rows stored without a sweep never ran
     assert s["measurements"] == 9 and s["sweeps"] == 2 and s["environments"] == 4
     assert s["by_status"] == {"ok": 8, "wrong": 1}
     assert s["by_backend"] == {"cuda": 8, "interpreter": 1}
@@ -350,11 +362,15 @@ def test_accuracy(filled: Engine) -> None:
 def test_compare_sweeps(filled: Engine) -> None:
     with filled.connect() as conn:
         sweeps = queries.sweeps(conn)
-        a, b = sorted(sweeps.id)
+        a, b = sorted(sweeps.id[sweeps.name != "unattributed"])
         df = queries.compare_sweeps(conn, a, b)
-    assert sweeps.n_measurements.tolist() == [3, 4]  # newest first
+        runs = queries.compare_runs(conn, a, b)
+    assert sweeps.n_measurements.tolist() == [2, 3, 4]  # newest first
     got = {r.variant: (r.verdict, round(r.ratio, 4)) for r in df.itertuples()}
     assert got == {"tiled": ("same", 0.995), "splitk": ("faster", 1.25), "grouped": ("slower", 0.6667)}
+    # compare_runs: the same pairs (b on another host of the same GPU model), b over a
+    got = {r.variant: (r.verdict, round(r.ratio_b_over_a, 4)) for r in runs.points.itertuples()}
+    assert got == {"tiled": ("same", 1.005), "splitk": ("faster", 0.8), "grouped": ("slower", 1.5)}
 
 
 def test_filter_options_and_environments(filled: Engine) -> None:
@@ -371,7 +387,8 @@ def test_filter_options_and_environments(filled: Engine) -> None:
 def test_iter_view_in_chunks(filled: Engine) -> None:
     with filled.connect() as conn:
         chunks = list(queries.iter_view(conn, "results", chunk_rows=4))
-        with pytest.raises(DatabaseError, match="unknown view 'bogus'; the views are: results, best_configs"):
+        views = "results, run_results, best_configs"
+        with pytest.raises(DatabaseError, match=f"unknown view 'bogus'; the views are: {views}"):
             queries.view("bogus")
     assert [len(c) for c in chunks] == [4, 4, 1]
     assert sorted(pd.concat(chunks).id) == list(range(1, 10))
@@ -387,7 +404,7 @@ def test_two_processes_create_one_database_at_once(target: str) -> None:
 
     assert run_together(3, open_it)[1] == []
     engine = make_engine(target)
-    assert schema.current(engine) == "0005"
+    assert schema.current(engine) == HEAD
     engine.dispose()
 
 

@@ -56,7 +56,8 @@ def assert_views_match_0002(conn: Connection, revision: str = "head") -> dict[st
         want = read(conn, f"SELECT * FROM ({reference}) x", name)
         pd.testing.assert_frame_equal(got, want, check_dtype=False, obj=name)
         sizes[name] = len(want)
-    assert_queries_match_scans(conn)
+    if revision == "head":  # the queries read the head's sweeps (revision 0006: heartbeats)
+        assert_queries_match_scans(conn)
     return sizes
 
 
@@ -73,10 +74,12 @@ ACCURACY_0003 = (
     "THEN 1 ELSE 0 END) AS n_nondeterministic FROM results WHERE status IN ('ok', 'wrong') {where} "
     "GROUP BY variant, dtype ORDER BY variant, dtype"
 )
+# What summary, filter_options and environments counted before revision 0004, over the newest run of each
+# point (revision 0006: the views' rows).
 COUNTS_0003 = (
     "SELECT e.id, e.gpu_name, e.backend, m.status, m.dtype, m.variant, COUNT(*) AS n, MIN(m.m) AS m_min, "
     "MAX(m.m) AS m_max, MIN(m.n) AS n_min, MAX(m.n) AS n_max, MIN(m.k) AS k_min, MAX(m.k) AS k_max "
-    "FROM measurements m JOIN environments e ON e.id = m.environment_id "
+    "FROM measurements m JOIN environments e ON e.id = m.environment_id {where}"
     "GROUP BY e.id, e.gpu_name, e.backend, m.status, m.dtype, m.variant"
 )
 
@@ -86,7 +89,7 @@ def by_count(df: pd.DataFrame, col: str) -> dict[str, int]:
 
 
 def assert_queries_match_scans(conn: Connection) -> None:
-    counts = scan(conn, COUNTS_0003)
+    counts = scan(conn, COUNTS_0003.format(where="WHERE m.latest = 1 "))
     got = queries.summary(conn)
     assert got["measurements"] == counts.n.sum()
     assert (got["by_status"], got["by_backend"], got["by_gpu"]) == (
@@ -243,23 +246,20 @@ def test_best_configs_copies_follow_ties_gpus_and_rewritten_winners(engine: Engi
     assert first.loc[(A100.gpu_name, SHAPES[0][0], "tiled")].tflops == 9.0
     assert first.loc[(H200.gpu_name, SHAPES[1][0], "tiled")].ms == 0.7
 
-    # The winner again, same ms, from a later sweep and with other numbers: the copy follows.
+    # The winner again, a little faster, from a later sweep and with other numbers: the new run's row (a
+    # later id; the older run of the point is no longer in the race) is copied.
     store(
-        engine, [rec("tiled", SHAPES[0], block=BLOCKS[0], ms=0.5, tflops=7.0, rel_err=0.002)], sweep_id=sweep
+        engine, [rec("tiled", SHAPES[0], block=BLOCKS[0], ms=0.45, tflops=7.0, rel_err=0.002)], sweep_id=sweep
     )
     again = best_rows().loc[(H200.gpu_name, SHAPES[0][0], "tiled")]
-    assert (again.id, again.tflops, again.rel_err, again.sweep_id) == (
-        first.loc[(H200.gpu_name, SHAPES[0][0], "tiled")].id,
-        7.0,
-        0.002,
-        sweep,
-    )
+    assert again.id > first.loc[(H200.gpu_name, SHAPES[0][0], "tiled")].id
+    assert (again.tflops, again.rel_err, again.sweep_id) == (7.0, 0.002, sweep)
     store(engine, [rec("tiled", SHAPES[0], block=BLOCKS[0], status="wrong", ms=0.5)])  # now the next tie
     assert best_rows().loc[(H200.gpu_name, SHAPES[0][0], "tiled")].tflops == 1.0
 
 
 def test_rebuild_after_a_bulk_load_gives_what_the_writers_keep(engine: Engine) -> None:
-    """db.summaries.rebuild (bench/db_views.py's fill, which inserts around db.writes) refills every
+    """db.summaries.rebuild (benchmarks/db_views.py's fill, which inserts around db.writes) refills every
     summary: the views and queries match the passes over every row, on both backends."""
     rng = random.Random(5)
     for env in (H200, H200_NODE2, A100):
@@ -273,19 +273,20 @@ def test_rebuild_after_a_bulk_load_gives_what_the_writers_keep(engine: Engine) -
         assert_views_match_0002(conn)
 
 
-def test_sweep_counts_follow_points_that_a_later_sweep_rewrites(engine: Engine) -> None:
-    """A point re-measured by a later sweep (same code version) leaves the sweep that measured it first."""
+def test_sweep_counts_keep_the_runs_a_later_sweep_repeats(engine: Engine) -> None:
+    """A point re-measured by a later sweep (same code version) stays in the sweep that measured it first
+    (revision 0006: every run is kept) and counts in both."""
     with Session(engine) as session:
         first, second = (start_sweep(session, name=n, spec={}, command="", n_points=2) for n in "ab")
         session.commit()
     point, other = rec("tiled", SHAPES[0], ms=1.0), rec("tiled", SHAPES[1], ms=2.0)
     store(engine, [point, other], sweep_id=first)
     store(engine, [rec("tiled", SHAPES[0], ms=0.9)], sweep_id=second)
-    store(engine, [rec("cublas", SHAPES[1], ms=0.5)])  # no sweep: counted nowhere
+    store(engine, [rec("cublas", SHAPES[1], ms=0.5)])  # no sweep: the unattributed sweep's
     with engine.connect() as conn:
-        counts = queries.sweeps(conn).set_index("id").n_measurements.to_dict()
+        counts = queries.sweeps(conn).set_index("name").n_measurements.to_dict()
         assert_queries_match_scans(conn)
-    assert counts == {first: 1, second: 1}
+    assert counts == {"a": 2, "b": 1, "unattributed": 1}
 
 
 def store_without_summaries(engine: Engine, records, env=H200, sweep_id: int | None = None) -> None:
@@ -339,9 +340,14 @@ def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target
     schema.upgrade(engine, "0002")
     rng = random.Random(7)
     points = {r.key: r for r in (random_point(rng) for _ in range(150))}  # distinct keys, as the table
-    with Session(engine) as session:
-        sweep = start_sweep(session, name="old", spec={}, command="", n_points=150)
-        session.commit()
+    with engine.begin() as conn:  # a sweep as revision 0002 stored it (no heartbeat)
+        sweep = conn.execute(
+            text(
+                "INSERT INTO sweeps (name, spec, command, host, started_at, status, n_points, n_ok, "
+                "n_failed) VALUES ('old', '{}', '', 'vm', '2026-12-01 10:00:00', 'running', 150, 0, 0) "
+                "RETURNING id"
+            )
+        ).scalar_one()
     for i, env in enumerate([H200, H200_NODE2, A100]):
         store_without_summaries(engine, list(points.values())[i::3], env=env, sweep_id=sweep if i else None)
     before = view_frames(engine)
@@ -355,8 +361,7 @@ def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target
     with engine.connect() as conn:
         assert_views_match_0002(conn, "0004")
 
-    schema.upgrade(engine, "head")  # 0005: gpu_best rebuilt with the winning rows' columns
-    assert schema.current(engine) == "0005"
+    schema.upgrade(engine, "0005")  # gpu_best rebuilt with the winning rows' columns
     assert gpu_best_columns(engine) >= set(GPU_BEST_COPIED)
     assert "ix_grouping_best_rows" in grouping_best_indexes(engine)
     assert {"split_k", "variant", "tiles", "tiles_per_sm"} <= columns_of(engine, "split_best")
@@ -367,7 +372,7 @@ def test_revisions_0003_to_0005_backfill_on_upgrade_and_drop_on_downgrade(target
     assert "streamk_hybrid" in set(before["splitk_speedup"].unsplit_variant)
     assert "streamk_hybrid" not in set(after["splitk_speedup"].unsplit_variant)
     with engine.connect() as conn:
-        assert_views_match_0002(conn)
+        assert_views_match_0002(conn, "0005")
     schema.downgrade(engine, "0004")  # 0004's narrow gpu_best and best_configs again
     assert gpu_best_columns(engine) == {"gpu_name", "dtype", "m", "n", "k", "variant", "measurement_id", "ms"}
     assert "ix_grouping_best_rows" not in grouping_best_indexes(engine)

@@ -38,7 +38,7 @@ def test_results_joins_environment_and_keeps_failed_rows(engine: Engine) -> None
         "gpu-node-1",
     )
     assert (first["peak_tflops"], first["peak_gbps"], first["environment_id"]) == (989.4, 4800.0, env_id)
-    assert first["sweep_id"] is None and first["ms"] == 1.5
+    assert first["sweep_id"] == 1 and first["ms"] == 1.5  # the unattributed sweep: stored without one
     assert got[1]["ms"] is None and got[1]["error"] == "compile_error: hand-made failure"
 
 

@@ -1,4 +1,5 @@
-"""Test-only revision 0006: what a real later revision looks like (tests/db/test_migrations.py).
+"""Test-only revision `later`, on top of the package's head: what a real later revision looks like
+(tests/db/test_migrations.py).
 
 Adds a measurement column and an index. SQLite rebuilds a table to drop a column and checks the
 views on rename, so the views are dropped first and recreated after, as a real revision must.
@@ -6,24 +7,31 @@ views on rename, so the views are dropped first and recreated after, as a real r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import sqlalchemy as sa
 from alembic import op
 
-from db.views import VIEWS_0005
+import db
+from db.views import VIEWS_HEAD
 
-revision = "0006"
-down_revision = "0005"
+# On top of the package's newest revision, whichever it is (the number of its file).
+VERSIONS = Path(db.__file__).with_name("migrations") / "versions"
+PACKAGE_HEAD = max(p.name.split("_")[0] for p in VERSIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))
+
+revision = "later"
+down_revision = PACKAGE_HEAD
 branch_labels = None
 depends_on = None
 
 
 def _drop_views() -> None:
-    for name in reversed(VIEWS_0005):
+    for name in reversed(VIEWS_HEAD):
         op.execute(f"DROP VIEW {name}")
 
 
 def _create_views() -> None:
-    for name, select in VIEWS_0005.items():
+    for name, select in VIEWS_HEAD.items():
         op.execute(f"CREATE VIEW {name} AS {select}")
 
 
