@@ -20,7 +20,24 @@ from collections import Counter
 from db.engine import check_target, display_target, mask_passwords
 from farm.errors import UserError
 
-STATUS_ORDER = ("ok", "wrong", "compile_error", "launch_error", "crashed", "timeout")
+STATUS_ORDER = ("ok", "wrong", "compile_error", "launch_error", "crashed", "timeout", "too_large")
+MEASURED = ("ok", "wrong")  # a wrong result is a finding: the point was measured
+
+# `farm sweep`'s exit statuses: the one table the command, its --help and the closing summary read.
+EXIT_OK, EXIT_BAD_INPUT, EXIT_UNMEASURED, EXIT_NO_GPUS, EXIT_INTERRUPTED = 0, 2, 3, 75, 130
+EXIT_STATUSES = {
+    EXIT_OK: "every requested point measured (ok or wrong: a wrong result is a finding)",
+    EXIT_BAD_INPUT: "bad input (spec, option, plugin, database, cluster, a plan the machine cannot run); "
+    "nothing was measured",
+    EXIT_UNMEASURED: "some points could not be measured: compile_error, launch_error, crashed, timeout, "
+    "too_large, or no worker left to run them",
+    EXIT_NO_GPUS: "gave up waiting for GPUs other jobs hold (--wait-s; EX_TEMPFAIL: try again later)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): every finished point is saved; run it again to resume",
+}
+
+
+def exit_epilog() -> str:
+    return "exit statuses:\n" + "\n".join(f"  {code:3d}  {what}" for code, what in EXIT_STATUSES.items())
 
 
 def register(sub, add_db_argument) -> None:
@@ -28,6 +45,7 @@ def register(sub, add_db_argument) -> None:
         "sweep",
         help="measure a grid of shapes x dtypes x variants x configs into the database",
         description=__doc__,
+        epilog=exit_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(p, add_db_argument)
@@ -55,7 +73,8 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
         "--backend",
         choices=("auto", "cuda", "interpreter"),
         default="auto",
-        help="auto: CUDA where a worker sees a GPU, else Triton's interpreter on the CPU",
+        help="auto: CUDA where a worker sees a GPU, else Triton's interpreter on the CPU (which "
+        "refuses GPU-sized shapes); interpreter: the interpreter whatever the shapes",
     )
     p.add_argument(
         "--workers",
@@ -82,33 +101,31 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
         help="leave the GPU workers running on the cluster for the next sweep, which starts in seconds "
         "(needs a running Ray: `ray start --head`; `farm workers --stop` ends them)",
     )
+    p.add_argument(
+        "--wait-s",
+        type=float,
+        metavar="S",
+        help="give up after S seconds waiting for GPUs that other jobs hold (exit status 75); default: "
+        "wait as long as it takes, saying every 30 s what the sweep waits for and who holds the GPUs",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the pruned grid and an estimate, then exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
 
 
 def handle(args: argparse.Namespace) -> int:
+    from farm.cluster import WaitTimeout, expected_backend
     from farm.options import SweepOptions
-    from farm.plan import check_variants, estimate_gpu_seconds, expand
+    from farm.plan import (
+        DRY_RUN_MEMORY_BYTES,
+        check_variants,
+        estimate_gpu_seconds,
+        expand,
+        interpreter_refusal,
+    )
     from farm.plugins import load_plugin
     from farm.spec import load_spec
 
-    spec = load_spec(preset=args.preset, path=args.spec)
-    if args.workers is not None and args.workers < 1:
-        raise UserError("--workers must be at least 1")
-    plugin_sources = [load_plugin(path) for path in args.plugin]
-    if args.dry_run:
-        points, pruned = expand(spec)
-        print_plan(
-            spec,
-            points,
-            pruned,
-            estimate_gpu_seconds(points, args.compile_threads, spec.timing.regime, spec.timing.limit_passes),
-        )
-        return 0
-    check_variants(spec)  # before anything starts
-    # The database too: a wrong URL or an unreachable server fails in well under a second here, not
-    # after Ray and the workers have started (6-20 s on an H200 host; docs/design.md, "Start-up").
-    check_target(args.db)
+    # Every option before anything starts: one line and exit status 2 (cli/__init__.py).
     options = SweepOptions(
         db=args.db,
         plugins=args.plugin,
@@ -120,7 +137,33 @@ def handle(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed,
         progress=not args.no_progress,
         keep_workers=args.keep_workers,
+        wait_s=args.wait_s,
     )
+    spec = load_spec(preset=args.preset, path=args.spec)
+    plugin_sources = [load_plugin(path) for path in args.plugin]
+    # The machine the sweep would run on, where it is known before Ray starts: a local Ray on a host
+    # without a GPU runs the interpreter; a cluster's workers say so once up (the driver checks then).
+    backend = expected_backend(args.address, args.backend)
+    if args.dry_run:
+        points, pruned = expand(spec)
+        seconds = estimate_gpu_seconds(
+            points, args.compile_threads, spec.timing.regime, spec.timing.limit_passes
+        )
+        print_plan(spec, points, pruned, seconds, DRY_RUN_MEMORY_BYTES)
+        if backend == "interpreter" and args.backend != "interpreter":
+            refusal = interpreter_refusal(points, seconds)
+            if refusal:
+                print(f"this machine has no GPU; a sweep would stop here: {refusal}")
+        return EXIT_OK
+    check_variants(spec)  # before anything starts
+    if backend == "interpreter" and args.backend != "interpreter":
+        points = expand(spec)[0]
+        refusal = interpreter_refusal(points, estimate_gpu_seconds(points, args.compile_threads))
+        if refusal:
+            raise UserError(refusal)
+    # The database too: a wrong URL or an unreachable server fails in well under a second here, not
+    # after Ray and the workers have started (6-20 s on an H200 host; docs/design.md, "Start-up").
+    check_target(args.db)
     # Ray and the workers first, before the driver imports its database modules (1.5-1.9 s on the
     # 2-core VM: SQLAlchemy's ORM, pandas, Alembic): the workers take longer to come up (import
     # torch, open the GPU: 4.3 s on an H200 host) and the driver's set-up hides behind them.
@@ -131,12 +174,27 @@ def handle(args: argparse.Namespace) -> int:
         launched.stop()
         raise
     command = mask_passwords(shlex.join(sys.argv))  # stored with the sweep: no passwords
-    result = run_sweep(spec, options, command, launched)  # stops the workers and the Ray it started
-    print_summary(result, display_target(args.db))
-    return 130 if result.status == "interrupted" else (1 if result.status == "failed" else 0)
+    try:
+        result = run_sweep(spec, options, command, launched)  # stops the workers and the Ray it started
+    except WaitTimeout as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_NO_GPUS
+    code = exit_status(result)
+    print_summary(result, display_target(args.db), code)
+    return code
 
 
-def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
+def exit_status(result) -> int:
+    """The sweep's exit status (EXIT_STATUSES) from how it ended and what it stored."""
+    if result.status == "interrupted":
+        return EXIT_INTERRUPTED
+    unmeasured = sum(n for status, n in result.counts.items() if status not in MEASURED)
+    return EXIT_UNMEASURED if unmeasured or result.status == "failed" else EXIT_OK
+
+
+def print_plan(spec, points, pruned: Counter, seconds: float, memory_bytes: int) -> None:
+    from farm.plan import point_bytes, split_too_large
+
     per_variant = Counter(p.variant for p in points)
     shapes = {p.shape for p in points}
     print(
@@ -146,17 +204,26 @@ def print_plan(spec, points, pruned: Counter, seconds: float) -> None:
     print(f"  {'variant':{width}s} {'points':>7s} {'pruned':>7s}")
     for name in spec.variants:
         print(f"  {name:{width}s} {per_variant[name]:7d} {pruned[name]:7d}")
-    # Start-up measured on an H200 host (docs/results/startup_probe.csv, benchmarks/startup_probe.py): from the
-    # command to a one-point sweep's record, 23.5 s starting a local Ray, 15.4 s joining a running
-    # head, 3.5-4.3 s on workers a previous `--keep-workers` sweep left running.
+    # Start-up measured on an H200 host (docs/results/startup_probe.csv, benchmarks/startup_probe.py):
+    # from the command to a one-point sweep's record, 23.5 s starting a local Ray, 15.4 s joining a
+    # running head, 3.5-4.3 s on workers a previous `--keep-workers` sweep left running.
     print(
         f"estimated GPU time: {seconds / 60:.1f} min on one H100-class GPU "
         f"({seconds / 60 / 8:.1f} min on 8), plus about 20 s of start-up "
         "(15 s joining a running Ray: `ray start --head`; 4 s on workers kept by --keep-workers)"
     )
+    large = split_too_large(points, memory_bytes)[1]
+    if large:
+        worst = max(large, key=point_bytes)
+        print(
+            f"{len(large)} points cannot fit in an {memory_bytes / 1e9:.0f} GB GPU (the largest, "
+            f"{worst.label()}, needs {point_bytes(worst) / 1e12:,.2f} TB): a sweep stores them as "
+            "too_large without running them"
+        )
 
 
-def print_summary(result, db: str) -> None:
+def print_summary(result, db: str, code: int | None = None) -> None:
+    code = exit_status(result) if code is None else code
     minutes = max(result.seconds, 1e-9) / 60
     print(
         f"\nsweep {result.status}: {result.measured} points measured in {result.seconds:.0f} s "
@@ -180,4 +247,5 @@ def print_summary(result, db: str) -> None:
         print(f"  fault: worker {f.worker} {f.kind} on {f.point or 'a batch'}; {back}")
     if result.status == "interrupted":
         print("  interrupted: every finished point is saved; run the same command again to resume")
+    print(f"exit status {code}: {EXIT_STATUSES[code]}")
     print(f"next: farm best --db {db}    |    farm dashboard --db {db}")

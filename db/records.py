@@ -23,6 +23,7 @@ class Status(StrEnum):
     LAUNCH_ERROR = "launch_error"  # the launcher or the launch raised
     CRASHED = "crashed"  # the worker process died (after one retry)
     TIMEOUT = "timeout"  # ran past its deadline; the worker was killed
+    TOO_LARGE = "too_large"  # its operands and output cannot fit in the target's memory: not run
 
 
 # The most a point's average power may exceed its enforced limit before its energy counts as

@@ -19,10 +19,11 @@ from sqlalchemy.orm import Session
 
 from db.engine import make_engine
 from db.queries import done_keys
-from db.records import MeasurementRecord, Status
+from db.records import Backend, MeasurementRecord, Status
 from db.schema import ensure_current
 from db.writes import environment_id
 from farm import cluster
+from farm.errors import UserError
 from farm.faults import (
     GPU_PHASES,
     WORKER_LOST,
@@ -33,7 +34,19 @@ from farm.faults import (
     progress_deadline,
 )
 from farm.options import SweepOptions
-from farm.plan import Batch, Point, code_versions, expand, make_batches, pending
+from farm.plan import (
+    Batch,
+    Point,
+    code_versions,
+    estimate_gpu_seconds,
+    expand,
+    host_memory_bytes,
+    interpreter_refusal,
+    make_batches,
+    pending,
+    split_too_large,
+    too_large_error,
+)
 from farm.plugins import load_plugin
 from farm.sink import FLUSH_EVERY_S, ResultSink
 from farm.spec import GridSpec, spec_as_dict
@@ -98,7 +111,7 @@ class Driver:
             # preset's 124k points: 1.8 s); _run plans again for workers with less or more.
             if self.plan is None:
                 self.plan = (DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
-            cluster.await_workers(launched.ray, self.workers)
+            cluster.await_workers(launched.ray, self.workers, wait_s=self.options.wait_s)
             return self._run(launched.ray)
         finally:
             launched.stop()
@@ -111,6 +124,7 @@ class Driver:
             session.commit()
         smem = min(w.info.smem_limit for w in self.workers)
         points = self.plan[1] if self.plan[0] == smem else expand(self.spec, smem_limit=smem)[0]
+        self._check_backend(points)
         self.versions.update(code_versions(self.spec.variants))
         env_ids = {w.env_id for w in self.workers}
         statuses = (Status.OK, Status.WRONG) if o.retry_failed else None
@@ -125,15 +139,20 @@ class Driver:
                 shapes={p.shape for p in points},
             )
         todo = pending(points, self.versions, done)
+        skipped = len(points) - len(todo)
+        memory = self._memory_bytes()
+        todo, too_large = split_too_large(todo, memory)  # stored as rows below, never run
         self.queue.extend(make_batches(todo, self.spec.seed))
         self.sink = ResultSink.open(
             self.engine,
             name=self.spec.name,
             spec=spec_as_dict(self.spec),
             command=self.command,
-            n_points=len(todo),
+            n_points=len(todo) + len(too_large),
             progress=o.progress,
         )
+        for point in too_large:
+            self._store(point, point.record(Status.TOO_LARGE, too_large_error(point, memory)), None)
         start = time.monotonic()
         status = "finished"
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -148,13 +167,25 @@ class Driver:
             self.sink.close(status)
         return SweepResult(
             self.sink.sweep_id,
-            len(points) - len(todo),
+            skipped,
             self.sink.counts,
             self.sink.failures,
             self.faults,
             time.monotonic() - start,
             status,
         )
+
+    def _check_backend(self, points: list[Point]) -> None:
+        """GPU-sized points on workers that run the interpreter (no GPU) only when asked for."""
+        on_cpu = any(w.info.backend == Backend.INTERPRETER for w in self.workers)
+        if on_cpu and self.options.backend != Backend.INTERPRETER:
+            refusal = interpreter_refusal(points, estimate_gpu_seconds(points, self.options.compile_threads))
+            if refusal:
+                raise UserError(refusal)
+
+    def _memory_bytes(self) -> int:
+        """The least memory of a worker's device; the interpreter's is this host's (the CPU)."""
+        return min(w.info.environment.memory_bytes or host_memory_bytes() for w in self.workers)
 
     # -- the loop ------------------------------------------------------------------------------
 

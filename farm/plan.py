@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import heapq
+import os
 import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -278,3 +279,93 @@ def estimate_run_seconds(points: Sequence[Point], regime: str = "steady", limit_
             limited = kernel_s >= EST_LIMITED_KERNEL_S
             run_s += EST_STEADY_LIMITED_S * limit_passes if limited else EST_STEADY_POINT_S
     return run_s
+
+
+# -- the plan against the machine ------------------------------------------------------------------
+
+# Under Triton's interpreter (a CPU, no GPU) one launch of tiled bf16 took, on the 2-core VM, 0.66 s
+# at 256^3 with 32x32x32 blocks and 1.7 s with 16x32x16 (3.6 and 9.6 s at 512^3; 0.05-0.1 s at the
+# smoke preset's 80x64x96), and a point launches its kernel about INTERP_LAUNCHES times (the check,
+# the repeats, the timed repetitions): past 256^3 multiply-adds a point takes 4-10 s or more, and a
+# grid of them hours. Such a point is GPU-sized: a sweep refuses it under the interpreter unless
+# asked (--backend interpreter).
+INTERPRETER_MAX_MNK = 256**3
+INTERP_S_PER_MNK, INTERP_LAUNCHES = 3e-8, 6  # the 32x32x32 rate above: 3.6 s / 512^3
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+FP64 = 8
+# The dry run's target when no worker has said what it holds: an 80 GB H100, the GPU its time
+# estimate is for. A sweep checks each point against its workers' own memory.
+DRY_RUN_MEMORY_BYTES = 80 * 10**9
+
+
+def point_bytes(point: Point) -> int:
+    """Device memory a point needs at once while the worker checks it (farm/measure.py): the
+    operands, their fp64 copies and the fp64 product (the reference, kernels.accuracy), the output
+    and its fp64 copy for the comparison, and split-K's fp32 workspace."""
+    m, n, k = point.shape
+    size = ITEMSIZE.get(point.dtype, 4)
+    operands = (m * k + k * n) * (size + FP64)
+    output = m * n * (FP64 + size + FP64)
+    workspace = point.config.split_k * m * n * 4 if point.config.split_k > 1 else 0
+    return operands + output + workspace
+
+
+def split_too_large(points: Sequence[Point], memory_bytes: int) -> tuple[list[Point], list[Point]]:
+    """(points that fit in memory_bytes, points that do not); every point fits where it is 0 (unknown)."""
+    if memory_bytes <= 0:
+        return list(points), []
+    fit, large = [], []
+    for p in points:
+        (fit if point_bytes(p) <= memory_bytes else large).append(p)
+    return fit, large
+
+
+def too_large_error(point: Point, memory_bytes: int) -> str:
+    """The error a too_large row stores."""
+    return (
+        f"needs {point_bytes(point) / 1e9:,.1f} GB (operands, fp64 reference, output) and the target has "
+        f"{memory_bytes / 1e9:,.1f} GB: not run"
+    )
+
+
+def gpu_sized(points: Sequence[Point]) -> list[Point]:
+    """The points too large for Triton's interpreter to finish in seconds (INTERPRETER_MAX_MNK)."""
+    return [p for p in points if p.m * p.n * p.k > INTERPRETER_MAX_MNK]
+
+
+def estimate_interpreter_seconds(points: Sequence[Point]) -> float:
+    """CPU-seconds under Triton's interpreter, at the rate measured above (a rough floor)."""
+    return sum(INTERP_S_PER_MNK * INTERP_LAUNCHES * p.m * p.n * p.k for p in points)
+
+
+def interpreter_refusal(points: Sequence[Point], gpu_seconds: float) -> str | None:
+    """Why a plan must not run under Triton's interpreter (one line), or None when it may."""
+    big = gpu_sized(points)
+    if not big:
+        return None
+    largest = max(big, key=lambda p: p.m * p.n * p.k)
+    return (
+        f"{len(big)} of {len(points)} points are GPU-sized for Triton's interpreter, which this sweep "
+        f"would run (no GPU): over {INTERPRETER_MAX_MNK:,} multiply-adds (the largest "
+        f"{largest.m}x{largest.n}x{largest.k}); about {_duration(estimate_interpreter_seconds(points))} "
+        f"on the CPU against {gpu_seconds / 60:.1f} min on one H100-class GPU. Try `--preset smoke`, "
+        "sweep a GPU cluster (--address), or pass --backend interpreter to run it anyway"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:,.0f} days"
+
+
+def host_memory_bytes() -> int:
+    """This host's memory (the interpreter's device is the CPU); 0 where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
