@@ -430,7 +430,10 @@ class CudaClock:
         between the first and the last counter update seen, over the time between them). Its
         launches are no timing samples; it exists because a block of a config's samples is too
         short for the counter's ~100 ms steps, or shared with other configs (ENERGY_WINDOW_S).
-        A window's joules are None where the counter showed fewer than MIN_ENERGY_UPDATES."""
+        A window's joules are None where the counter showed fewer than MIN_ENERGY_UPDATES; on a GPU
+        without the counter (NVML missing, or older than Volta) it runs nothing."""
+        if self.meter.energy_mj() is None:
+            return Readings(0.0)
         most = max_block_launches(host_s, 1.0, gpu_s)
         clock_s, mhz_s, state = 0.0, 0.0, None  # seconds with a clock reading, MHz x seconds
         paused = self._unrecorded() if self._pending is not None else contextlib.nullcontext(1.0)

@@ -192,6 +192,16 @@ def test_no_window_reading_stores_no_energy(clock, energy_window_s, frozen, wind
         assert t.reps == 6 and t.power_limit_w == LIMIT_W
 
 
+def test_a_gpu_without_an_energy_counter_runs_no_window(clock):
+    """NVML missing or a GPU older than Volta: a window would cost its 0.3 s for no reading."""
+    clock.meter.energy_mj = lambda: None
+    configs, log, windows = _configs(clock, [450.0, 450.0], ms=(1.0, 2.0))
+    timings = time_points(configs, [1e-4] * 2, clock, _policy(), random.Random(0))
+    assert [(i, r.seconds, r.joules) for i, r in windows] == [(0, 0.0, None), (1, 0.0, None)]
+    assert all(window is None for window, _ in log)
+    assert [(t.avg_watts, t.joules_per_launch, t.reps) for t in timings] == [(None, None, 6)] * 2
+
+
 class WindowClock:
     """A clock whose windows read `watts` over 0.3 s, recording which launchers took one."""
 
