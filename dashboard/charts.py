@@ -7,6 +7,8 @@ itself, so a screenshot of it cannot be mistaken for GPU timings.
 
 from __future__ import annotations
 
+import textwrap
+
 import altair as alt
 import pandas as pd
 
@@ -20,10 +22,10 @@ VERDICT_COLOURS = alt.Scale(domain=["faster", "same", "slower"], range=["#2a9d4b
 CATEGORIES = alt.Scale(scheme="tableau10")
 # Legend swatches at full opacity whatever the marks' (faint dots gave 35% swatches).
 LEGEND = alt.Legend(symbolOpacity=1)
-NO_TIP = alt.value(None)
+NO_TIP = alt.value(None)  # reference marks: no tooltip (Streamlit's theme gives every mark one)
 # Streamlit sizes charts with autosize "fit": a height holds the x axis, its title and the chart's
 # title too, so a chart of N rows gets N steps plus this much.
-AXES_PX = 90  # reference marks: no tooltip (Streamlit's theme gives every mark one)
+AXES_PX = 90
 # Ticks a ratio axis may use: 1 always among them when in range (Vega's own log ticks skip it).
 RATIO_TICKS = (0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100)
 COARSE_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
@@ -66,6 +68,19 @@ def _only(df: pd.DataFrame, columns: str) -> pd.DataFrame:
     """The rows with just the columns a chart uses (space-separated names): the spec carries its data,
     so every extra column is Arrow bytes to send and Vega data to parse."""
     return df[[c for c in columns.split() if c in df.columns]]
+
+
+# An axis title longer than its axis pushes Vega's layout out of Streamlit's frame: a y title of 70
+# characters on a 420 px split-K chart moved the chart's own title above the SVG, where it was clipped.
+# At the axis label font (11 px, about 6.5 px a character) 40 characters are 260 px: shorter than any
+# chart here is high, so longer titles are broken into lines of 40.
+AXIS_TITLE_CHARS = 40
+
+
+def _lines(text: str) -> str | list[str]:
+    """An axis title as lines no longer than AXIS_TITLE_CHARS (one string when it fits on one)."""
+    lines = textwrap.wrap(text, AXIS_TITLE_CHARS)
+    return lines[0] if len(lines) == 1 else lines
 
 
 def _title(text: str, note: str) -> alt.Title:
@@ -135,13 +150,17 @@ def _fidelity_columns(prefix: str = "") -> str:
 # ---- split-K ----
 
 
+# The split-K chart writes the shape next to its largest dots: 8 labels stay legible on 600 px.
+SHAPE_LABELS = 8
+
+
 def splitk_scatter(table: pd.DataFrame, blocks: pd.DataFrame, note: str = "") -> alt.LayerChart:
     """Per shape, best split over best unsplit against tiles per SM of the fastest unsplit grid (the
     dots the table lists, with p20-p80 bars); faint: each block shape's split against its own unsplit
     time (the splitk_speedup view). Rules at one tile per SM and speedup 1, a band where it is noise."""
     pts = _only(
         table[(table.tiles_per_sm > 0) & (table.speedup > 0)],
-        "shape m n k tiles_per_sm speedup speedup_lo speedup_hi verdict unsplit_ms unsplit_config "
+        "shape m n k gflop tiles_per_sm speedup speedup_lo speedup_hi verdict unsplit_ms unsplit_config "
         "split_ms split_config split_split_k unsplit_sm_clock_mhz throttled eager_speedup "
         "unsplit_eager_config split_eager_config "
         + _fidelity_columns("unsplit_")
@@ -181,17 +200,22 @@ def splitk_scatter(table: pd.DataFrame, blocks: pd.DataFrame, note: str = "") ->
     )
     base = alt.Chart(pts, description="best split against best unsplit")
     bars = base.mark_rule(strokeWidth=2).encode(x=x, y="speedup_lo:Q", y2="speedup_hi:Q", color=colour)
-    best = base.mark_point(filled=True, size=110, opacity=1, stroke="black", strokeWidth=1).encode(
+    # Dot area by the problem's work: the large shapes, where a speedup saves the most time, stand out
+    # and carry their shape as text.
+    size = alt.Size("gflop:Q", title="GFLOP (2MNK)", scale=alt.Scale(range=[50, 500]), legend=LEGEND)
+    best = base.mark_point(filled=True, opacity=1, stroke="black", strokeWidth=1).encode(
         x=x,
+        size=size,
         y=alt.Y(
             "speedup:Q",
             scale=yscale,
             axis=yaxis,
-            title="split-K speedup: best unsplit ms / best split ms (faint: same blocks)",
+            title=_lines("split-K speedup: best unsplit ms / best split ms (faint: same blocks)"),
         ),
         color=colour,
         tooltip=[
             alt.Tooltip("shape:N"),
+            alt.Tooltip("gflop:Q", format=",.4g", title="GFLOP"),
             alt.Tooltip("verdict:N"),
             alt.Tooltip("speedup:Q", format=".3f"),
             alt.Tooltip("speedup_lo:Q", format=".3f", title="p20-p80 low"),
@@ -225,11 +249,18 @@ def splitk_scatter(table: pd.DataFrame, blocks: pd.DataFrame, note: str = "") ->
             ],
         )
     )
+    largest = pts.nlargest(SHAPE_LABELS, "gflop", keep="first")
+    labels = (
+        alt.Chart(largest, description="shape labels")
+        .mark_text(align="left", dx=9, dy=-9, fontSize=10, color="#333")
+        .encode(x=x, y=alt.Y("speedup:Q", scale=yscale), text="shape:N", tooltip=NO_TIP)
+    )
     return alt.layer(
         _noise_band("speedup"),
         per_block,
         bars,
         best,
+        labels,
         *([eager_dots] if len(eager) else []),
         _rule("x", "tiles_per_sm", 1.0, "1 tile / SM", "one tile per SM"),
         _rule("y", "speedup", 1.0, "speedup 1", "speedup 1"),
@@ -262,7 +293,9 @@ def splitk_curve(curve: pd.DataFrame, shape: str, streamk_speedup: float, note: 
     base = alt.Chart(curve, description="speedup per SPLIT_K")
     line = base.mark_line(point=alt.OverlayMarkDef(size=70)).encode(
         x=x,
-        y=alt.Y("speedup:Q", scale=yscale, axis=yaxis, title="best unsplit ms / best ms at this SPLIT_K"),
+        y=alt.Y(
+            "speedup:Q", scale=yscale, axis=yaxis, title=_lines("best unsplit ms / best ms at this SPLIT_K")
+        ),
         tooltip=tips,
     )
     band = base.mark_rule(strokeWidth=2, opacity=0.6).encode(x=x, y="speedup_lo:Q", y2="speedup_hi:Q")
@@ -279,13 +312,18 @@ def splitk_curve(curve: pd.DataFrame, shape: str, streamk_speedup: float, note: 
 # ---- grouping / L2 ----
 
 
+# Up to this many shapes the grouping chart colours its points by shape (tableau20 keeps 12 apart).
+SHAPE_COLOURS = 12
+
+
 def grouping_gains(gains: pd.DataFrame, note: str = "") -> alt.LayerChart:
     """Gain of GROUP_SIZE_M > 1 over 1 (same config) in time and in energy (frames.grouping_gains' long
     form: dots for time, triangles for energy) against operand bytes / L2; a rule at L2."""
     pts = _only(
         gains[(gains.operand_to_l2 > 0) & gains.gain.notna()],
         "shape m n k config block_m block_n block_k num_warps group_m measure gain time_gain energy_gain "
-        "operand_to_l2 kernel_time kernel_time_group1 energy energy_group1 timing_regime",
+        "operand_to_l2 kernel_time kernel_time_group1 energy energy_group1 power power_group1 "
+        "energy_per_tflop energy_per_tflop_group1 timing_regime",
     )
     tips = [
         "shape:N",
@@ -299,20 +337,35 @@ def grouping_gains(gains: pd.DataFrame, note: str = "") -> alt.LayerChart:
         alt.Tooltip("kernel_time_group1:N", title="kernel time, GROUP_SIZE_M 1"),
         alt.Tooltip("energy:N", title="energy / launch"),
         alt.Tooltip("energy_group1:N", title="energy / launch, GROUP_SIZE_M 1"),
+        alt.Tooltip("power:N", title="power"),
+        alt.Tooltip("power_group1:N", title="power, GROUP_SIZE_M 1"),
+        alt.Tooltip("energy_per_tflop:N", title="energy / TFLOP"),
+        alt.Tooltip("energy_per_tflop_group1:N", title="energy / TFLOP, GROUP_SIZE_M 1"),
         alt.Tooltip("timing_regime:N", title="regime"),
     ]
     yscale, yaxis = ratio_scale(pts.gain, log=False)
+    # The x axis over the data and the L2 line (a fixed log axis rounded out to decades put 648 points of
+    # four shapes in four stripes at one end).
+    xscale = data_log_scale(pd.concat([pts.operand_to_l2, pd.Series([1.0])]))
+    shapes = pts.drop_duplicates("shape").sort_values("operand_to_l2")["shape"].tolist()
+    # A few shapes: colour tells them apart (a legend in size order); many: colour by GROUP_SIZE_M and
+    # the shape in the tooltip.
+    if len(shapes) <= SHAPE_COLOURS:
+        colour = alt.Color("shape:N", title="shape", scale=alt.Scale(domain=shapes, scheme="tableau20"))
+    else:
+        colour = alt.Color("group_m:O", title="GROUP_SIZE_M", scale=colour_scale(pts.group_m.nunique()))
     dots = (
         alt.Chart(pts, description="gain per config")
         .mark_point(filled=True, size=60, opacity=0.6)
         .encode(
-            x=alt.X("operand_to_l2:Q", scale=LOG, title="operand bytes (A + B + C) / L2 size"),
+            x=alt.X("operand_to_l2:Q", scale=xscale, title="operand bytes (A + B + C) / L2 size"),
             y=alt.Y(
-                "gain:Q", scale=yscale, axis=yaxis, title="gain over GROUP_SIZE_M = 1 (value at 1 / value)"
+                "gain:Q",
+                scale=yscale,
+                axis=yaxis,
+                title=_lines("gain over GROUP_SIZE_M = 1 (value at 1 / value)"),
             ),
-            color=alt.Color(
-                "group_m:O", title="GROUP_SIZE_M", scale=colour_scale(pts.group_m.nunique()), legend=LEGEND
-            ),
+            color=colour.legend(LEGEND),
             shape=alt.Shape(
                 "measure:N",
                 title="measure",
@@ -348,9 +401,18 @@ def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
         ),
         y=alt.Y("group_m:O", title="GROUP_SIZE_M", sort="descending"),
     )
+    # Three rows at least, 40 px each, and the height is the plot's alone (autosize fit-x: Streamlit's
+    # default "fit" counts axes, legend and title in the height): with two rows the y axis' title
+    # (GROUP_SIZE_M, 80 px) and Vega's 200 px colour bar outgrew a 170 px chart, squeezed the rows to
+    # 15 px and pushed the chart's title out of its frame. The colour bar lies under the plot.
+    rows_px = 40 * max(3, cells.group_m.nunique())
+    legend = alt.Legend(orient="bottom", direction="horizontal", gradientLength=200)
     rect = base.mark_rect().encode(
         color=alt.Color(
-            "speedup:Q", scale=alt.Scale(scheme="blueorange", domain=domain), title="median speedup"
+            "speedup:Q",
+            scale=alt.Scale(scheme="blueorange", domain=domain),
+            title="median speedup",
+            legend=legend,
         ),
         tooltip=[
             "size:N",
@@ -366,7 +428,8 @@ def grouping_heatmap(cells: pd.DataFrame, note: str = "") -> alt.LayerChart:
     text = base.mark_text(fontSize=11).encode(text=alt.Text("speedup:Q", format=".2f"))
     return alt.layer(rect, text).properties(
         title=_title("Speedup over GROUP_SIZE_M = 1 by problem size", note),
-        height=40 * max(2, cells.group_m.nunique()) + AXES_PX,
+        height=rows_px,
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
     )
 
 
@@ -511,8 +574,11 @@ def accuracy_points(acc: pd.DataFrame, column: str, title: str, description: str
     base = alt.Chart(data, description=description)
     y = alt.Y("value:Q", scale=data_log_scale(data.value), title=title)
     tips = ["variant:N", "dtype:N", alt.Tooltip("shown:N", title=title), "n_checked:Q", "n_wrong:Q"]
+    # Variant names run to 25 characters (persistent_tma_bands_pad): Vega's 180 px label limit cut them
+    # to "persistent_tma_..." under a crowded axis; at -30 degrees and no limit they read whole.
+    x = alt.X("variant:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=0, labelAlign="right"))
     dots = base.mark_point(filled=True, size=90).encode(
-        x=alt.X("variant:N", title=None),
+        x=x,
         xOffset="dtype:N",
         y=y,
         color=alt.Color("dtype:N", scale=CATEGORIES, legend=LEGEND),
@@ -522,7 +588,7 @@ def accuracy_points(acc: pd.DataFrame, column: str, title: str, description: str
     exact = (
         base.transform_filter(alt.datum.shown == frames.EXACT)
         .mark_text(dy=-10, fontSize=10, color="#555")
-        .encode(x="variant:N", xOffset="dtype:N", y=y, text="shown:N", tooltip=NO_TIP)
+        .encode(x=x, xOffset="dtype:N", y=y, text="shown:N", tooltip=NO_TIP)
     )
     return alt.layer(dots, exact).properties(title=title, height=300)
 
@@ -575,5 +641,5 @@ def count_bars(counts: dict[str, int], field: str, description: str) -> alt.Char
             y=alt.Y(f"{field}:N", sort="-x", title=None),
             tooltip=[f"{field}:N", "measurements:Q"],
         )
-        .properties(height=26 * max(1, len(data)) + AXES_PX)
+        .properties(title=description, height=26 * max(1, len(data)) + AXES_PX)
     )

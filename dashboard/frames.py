@@ -1,6 +1,6 @@
 """The charts' frames: db.queries' rows (already fetched, cached by dashboard.cache) reshaped for
 display: labels, verdicts, bins, long forms, reference lines. Pure pandas, no database, no Streamlit,
-so each can be tested on a hand-made frame.
+so each can be tested on a hand-made frame (db.queries.rank_winners, the tie rule, is pure pandas too).
 """
 
 from __future__ import annotations
@@ -11,7 +11,11 @@ import math
 import numpy as np
 import pandas as pd
 
+from dashboard.texts import NO_ENERGY
+from db.queries import rank_winners
+
 SHAPE = ["m", "n", "k"]
+SIDES = ("unsplit", "split")
 # The compute roof is a dense bf16/fp16 tensor-core peak (farm.gpu's datasheet table).
 ROOF_DTYPES = ("bfloat16", "float16")
 # Run-to-run noise of one point on an H200: ten do_bench medians differ by 2-3%; a ratio
@@ -69,14 +73,38 @@ def readable_time(ms: float) -> str:
 
 
 def readable_energy(joules: float) -> str:
-    """Joules as "34 mJ" or "1.2 J"; "" where unknown (no energy reading)."""
+    """Joules as "34 mJ" or "1.2 J"; NO_ENERGY where unknown."""
     if joules is None or pd.isna(joules):
-        return ""
+        return NO_ENERGY
     return f"{joules * 1e3:.3g} mJ" if joules < 1 else f"{joules:.3g} J"
 
 
 def readable_watts(watts: float) -> str:
-    return "" if watts is None or pd.isna(watts) else f"{watts:.0f} W"
+    return NO_ENERGY if watts is None or pd.isna(watts) else f"{watts:.0f} W"
+
+
+def readable_per_tflop(joules_per_tflop: float) -> str:
+    return NO_ENERGY if pd.isna(joules_per_tflop) else f"{joules_per_tflop:.3g} J/TFLOP"
+
+
+def flop(m: pd.Series, n: pd.Series, k: pd.Series) -> pd.Series:
+    """The work of one matmul launch: 2MNK floating-point operations."""
+    return 2.0 * m.astype("float64") * n.astype("float64") * k.astype("float64")
+
+
+def joules_per_tflop(joules: pd.Series, m: pd.Series, n: pd.Series, k: pd.Series) -> pd.Series:
+    """Energy per unit of work: joules per launch over the launch's 2MNK FLOP, in J per TFLOP (what two
+    shapes' energies compare on); NaN without a reading (NULL, or 0 J: NVML's counter did not tick)."""
+    joules = pd.to_numeric(joules, errors="coerce").astype("float64")
+    return (joules / (flop(m, n, k) / 1e12)).where(joules > 0)
+
+
+def with_energy(df: pd.DataFrame, prefix: str = "") -> pd.DataFrame:
+    """A copy with PREFIX + joules_per_tflop from PREFIX + joules_per_launch and the shape (m, n, k)."""
+    out = df.copy()
+    joules = out[f"{prefix}joules_per_launch"]
+    out[f"{prefix}joules_per_tflop"] = joules_per_tflop(joules, out.m, out.n, out.k)
+    return out
 
 
 # (column, its text column, formatter): the measurement columns of revision 0002 as tooltips show them.
@@ -125,7 +153,7 @@ def splitk_table(
     else:
         df["eager_speedup"] = np.nan
         df["unsplit_eager_config"] = df["split_eager_config"] = ""
-    for side in ("unsplit", "split"):
+    for side in SIDES:
         if details is not None:
             side_details = details.drop(columns="eager_ms", errors="ignore").add_prefix(f"{side}_")
             df = with_readable(df.merge(side_details, on=f"{side}_id", how="left"), f"{side}_")
@@ -140,7 +168,12 @@ def splitk_table(
     )
     df["verdict"] = verdict(df.speedup, df.speedup_lo, df.speedup_hi, "split wins", "split loses")
     df["tiles_per_sm"] = df.unsplit_tiles_per_sm
+    df["waves"] = df.unsplit_waves
+    df["gflop"] = flop(df.m, df.n, df.k) / 1e9
     df["throttled"] = df.unsplit_throttled.fillna(False) | df.split_throttled.fillna(False)
+    for side in SIDES:
+        if f"{side}_joules_per_launch" in df:
+            df = with_energy(df, f"{side}_")
     return df
 
 
@@ -192,9 +225,21 @@ def grouping_gains(gain: pd.DataFrame) -> pd.DataFrame:
     df["kernel_time_group1"] = [readable_time(v) for v in df.ms_group1]
     df["energy"] = [readable_energy(v) for v in df.joules_per_launch]
     df["energy_group1"] = [readable_energy(v) for v in df.joules_group1]
+    df["joules_per_tflop"] = joules_per_tflop(df.joules_per_launch, df.m, df.n, df.k)
+    df["joules_per_tflop_group1"] = joules_per_tflop(df.joules_group1, df.m, df.n, df.k)
+    for suffix in ("", "_group1"):
+        df[f"power{suffix}"] = [readable_watts(v) for v in df[f"avg_watts{suffix}"]]
+        df[f"energy_per_tflop{suffix}"] = [readable_per_tflop(v) for v in df[f"joules_per_tflop{suffix}"]]
     time = df.assign(measure="time", gain=df.time_gain)
     energy = df[df.energy_gain.notna()].assign(measure="energy", gain=lambda d: d.energy_gain)
     return pd.concat([time, energy], ignore_index=True)
+
+
+def grouping_pairs(gains: pd.DataFrame) -> pd.DataFrame:
+    """grouping_gains' long form back to one row per pair (its time rows), largest time gain first, joules
+    in mJ for the table."""
+    df = gains[gains.measure == "time"].sort_values("time_gain", ascending=False, kind="stable")
+    return df.assign(joules_per_launch=df.joules_per_launch * 1e3, joules_group1=df.joules_group1 * 1e3)
 
 
 def size_bin(operand_to_l2: pd.Series) -> pd.Series:
@@ -262,10 +307,11 @@ def roofline_points(best: pd.DataFrame, sizes: pd.DataFrame, peak_tflops: float)
 
     Needs no cuBLAS row: a shape at 7% of peak stands out under the roof on its own.
     """
-    cols = ["gpu_name", "dtype", *SHAPE, "variant", "config_key", "ms", "ms_p20", "ms_p80", "tflops"]
-    df = best[cols].copy()
+    cols = ["id", "gpu_name", "dtype", *SHAPE, "variant", "config_key", "ms", "ms_p20", "ms_p80", "tflops"]
+    cols += ["stream_ms", "host_ms"]
+    df = rank_winners(best[cols])
     df["provider"] = np.where(df.variant == "cublas", "cuBLAS", "Triton (best)")
-    df = df.sort_values("ms").drop_duplicates(["gpu_name", "dtype", *SHAPE, "provider"])
+    df = df.drop_duplicates(["gpu_name", "dtype", *SHAPE, "provider"])
     df["config"] = np.where(df.variant == "cublas", "cuBLAS", df.variant + " " + df.config_key)
     df = with_intensity(df, sizes)
     df["pct_peak"] = 100 * df.tflops / peak_tflops if peak_tflops > 0 else np.nan
@@ -298,9 +344,9 @@ def roof_lines(
 
 
 def shape_configs(rows: pd.DataFrame, peak_tflops: float) -> pd.DataFrame:
-    """Every ok row of one shape, fastest first, with percent of peak and its time relative to the
-    fastest (rel_lo..rel_hi: its p20-p80 on that scale)."""
-    df = rows[(rows.status == "ok") & rows.ms.notna()].sort_values(["ms", "id"]).reset_index(drop=True)
+    """Every ok row of one shape, fastest first (ties: db.queries.WINNER_ORDER), with percent of peak,
+    joules per TFLOP and its time relative to the fastest (rel_lo..rel_hi: its p20-p80 on that scale)."""
+    df = rank_winners(rows[(rows.status == "ok") & rows.ms.notna()])
     best = float(df.ms.iloc[0]) if len(df) else np.nan
     df["vs_best"] = df.ms / best
     df["rel_lo"] = df.ms_p20.fillna(df.ms) / best
@@ -308,7 +354,14 @@ def shape_configs(rows: pd.DataFrame, peak_tflops: float) -> pd.DataFrame:
     df["pct_peak"] = 100 * df.tflops / peak_tflops if peak_tflops > 0 else np.nan
     # Ranked: the same config measured by two code versions is two rows.
     df["config"] = [f"{i + 1}. {v} {c}" for i, (v, c) in enumerate(zip(df.variant, df.config_key))]
-    return with_readable(df)
+    return with_readable(with_energy(df))
+
+
+def with_trusted_energy(rows: pd.DataFrame, details: pd.DataFrame) -> pd.DataFrame:
+    """rows (db.queries.results) with avg_watts and joules_per_launch from db.queries.measurement_details
+    of their ids: NULL where a reading exceeded its power limit (a misread counter), as every page shows."""
+    energy = ["avg_watts", "joules_per_launch"]
+    return rows.drop(columns=energy).merge(details[["id", *energy]], on="id", how="left")
 
 
 def best_per_variant(configs: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard import target
 from dashboard.cache import query, shown_target
-from dashboard.texts import GPU_LABEL, INTERPRETER_LABEL, INTERPRETER_NOTE, NOT_GPU, REGIMES
+from dashboard.texts import GPU_LABEL, INTERPRETER_LABEL, INTERPRETER_NOTE, NO_ENERGY, NOT_GPU, REGIMES
 from db import queries
 
 
@@ -136,3 +136,20 @@ def regime_badge(**filters: Any) -> None:
         icon=":material/timer:",
     )
     st.caption(" · ".join(said))
+
+
+# The energy columns' units as tables show them. Energy per launch in mJ: a launch of a few us to a few
+# ms at 300-700 W draws about 1 to 1,000 mJ.
+ENERGY_FORMATS = {"mJ": "{:.4g} mJ", "W": "{:.0f} W", "J/TFLOP": "{:.4g} J/TFLOP"}
+
+
+def energy_table(df: pd.DataFrame, energy: Mapping[str, str], **column_config: Any) -> None:
+    """df as a table whose `energy` columns (name -> unit of ENERGY_FORMATS; joules already in the unit)
+    are text that says NO_ENERGY where a point has no reading. Text, not numbers: Streamlit's table draws
+    every missing number as "None" whatever a Styler says, and "None" reads as a bug, not as a meter that
+    did not measure (the Explorer keeps them as numbers, to sort and download)."""
+    out = df.copy()
+    for c, unit in energy.items():
+        if c in out:
+            out[c] = [NO_ENERGY if pd.isna(v) else ENERGY_FORMATS[unit].format(v) for v in out[c]]
+    st.dataframe(out, hide_index=True, column_config=column_config or None)

@@ -263,11 +263,13 @@ def best_configs(
     shape: Shape | None = None,
     limit: int | None = None,
 ) -> pd.DataFrame:
-    """The fastest ok row per (gpu_name, dtype, m, n, k, variant)."""
+    """The fastest ok row per (gpu_name, dtype, m, n, k, variant), per shape in WINNER_ORDER (its first
+    row is the shape's winner)."""
     order = (*_SHAPE_ORDER, "ms", "variant")
-    return _view_frame(
+    df = _view_frame(
         conn, "best_configs", order, limit, gpu_name=gpu_name, dtype=dtype, variant=variant, shape=shape
     )
+    return rank_winners(df, by=_SHAPE_ORDER)
 
 
 def splitk_speedup(
@@ -293,7 +295,21 @@ def grouping_effect(
 def vs_cublas(
     conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, shape: Shape | None = None
 ) -> pd.DataFrame:
-    return _view_frame(conn, "vs_cublas", _SHAPE_ORDER, gpu_name=gpu_name, dtype=dtype, shape=shape)
+    """Per shape with both: the best Triton row (any variant but cuBLAS; a tie by WINNER_ORDER, as every
+    page names it) against the best cuBLAS row; ratio = cublas_ms / triton_ms (> 1: Triton wins).
+
+    From best_configs' rows, not the vs_cublas view: the view breaks a tie between variants by id."""
+    best = best_configs(conn, gpu_name=gpu_name, dtype=dtype, shape=shape)
+    key = list(_SHAPE_ORDER)
+    triton = best[best.variant != "cublas"].drop_duplicates(key)  # best_configs ranks: first is the winner
+    cublas = best[best.variant == "cublas"].drop_duplicates(key)
+    out = triton[[*key, "ms", "variant", "config_key", "tflops"]].merge(
+        cublas[[*key, "ms", "tflops"]], on=key, suffixes=("", "_cublas")
+    )
+    names = ("triton_ms", "triton_variant", "triton_config_key", "triton_tflops", "cublas_ms")
+    out.columns = [*key, *names, "cublas_tflops"]
+    out["ratio"] = out.cublas_ms / out.triton_ms
+    return out.sort_values(key).reset_index(drop=True)
 
 
 def splitk_curve(conn: Connection, *, gpu_name: str, dtype: str, m: int, n: int, k: int) -> pd.DataFrame:
@@ -309,7 +325,7 @@ def splitk_curve(conn: Connection, *, gpu_name: str, dtype: str, m: int, n: int,
             r.c.tflops,
             r.c.variant,
             r.c.config_key,
-            func.row_number().over(partition_by=r.c.split_k, order_by=(r.c.ms, r.c.id)).label("rn"),
+            func.row_number().over(partition_by=r.c.split_k, order_by=winner_order(r)).label("rn"),
         )
         .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, shape=(m, n, k), status="ok"))
         # The same baseline as splitk_best: stream-K is no SPLIT_K = 1 point of this curve.
@@ -707,7 +723,7 @@ def iter_view(conn: Connection, name: str, *, chunk_rows: int = 50_000) -> Itera
 SPLITK_KINDS = ("unsplit", "split", "streamk")
 _KIND_COLUMNS = (
     "id", "variant", "config_key", "block_m", "block_n", "block_k", "split_k", "ms", "ms_p20", "ms_p80",
-    "tiles_per_sm", "sm_clock_mhz", "throttled",
+    "tiles_per_sm", "waves", "sm_clock_mhz", "throttled",
 )  # fmt: skip
 
 
@@ -718,9 +734,9 @@ def splitk_best(
     unsplit row (split_k = 1, any variant but cuBLAS and stream-K, any blocks), and the fastest stream-K row.
 
     Columns: the shape, then for each of unsplit_, split_, streamk_: id, variant, config_key, block_m,
-    block_n, block_k, split_k, ms, ms_p20, ms_p80, tiles_per_sm, sm_clock_mhz, throttled (NULL where the
-    shape has no such row); speedup = unsplit_ms / split_ms (> 1: split-K pays; what a user asks, unlike
-    splitk_speedup's per-block ratio, whose best can sit on a slow unsplit baseline) and
+    block_n, block_k, split_k, ms, ms_p20, ms_p80, tiles_per_sm, waves, sm_clock_mhz, throttled (NULL
+    where the shape has no such row); speedup = unsplit_ms / split_ms (> 1: split-K pays; what a user
+    asks, unlike splitk_speedup's per-block ratio, whose best can sit on a slow unsplit baseline) and
     streamk_speedup = unsplit_ms / streamk_ms. Shapes with neither a split nor a stream-K row are left out.
     """
     r = view("results")
@@ -735,7 +751,7 @@ def splitk_best(
             kind,
             *(r.c[c] for c in _KIND_COLUMNS),
             func.row_number()
-            .over(partition_by=[*(r.c[c] for c in _SHAPE_ORDER), kind], order_by=(r.c.ms, r.c.id))
+            .over(partition_by=[*(r.c[c] for c in _SHAPE_ORDER), kind], order_by=winner_order(r))
             .label("rn"),
         )
         .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, shape=shape, status="ok"))
@@ -910,7 +926,7 @@ def measurement_details(conn: Connection, *, ids: Sequence[int]) -> pd.DataFrame
 
 # What a grouping gain pairs on (besides group_m): the shape and the block config.
 GAIN_KEY = (*_SHAPE_ORDER, "variant", "block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages")
-_GAIN_ROW = ("id", "ms", "joules_per_launch", "timing_regime")
+_GAIN_ROW = ("id", "ms", "joules_per_launch", "avg_watts", "timing_regime")
 
 
 def grouping_gain(
@@ -921,7 +937,7 @@ def grouping_gain(
 
     Each side is the fastest ok row of its group_m (as the grouping_effect view picks it). Columns: the
     key, group_m, operand_bytes, l2_bytes, operand_to_l2, then for the group_m row (no prefix) and the
-    group_m = 1 row (suffix `_group1`): id, ms, joules_per_launch, timing_regime; time_gain =
+    group_m = 1 row (suffix `_group1`): id, ms, joules_per_launch, avg_watts, timing_regime; time_gain =
     ms_group1 / ms (the view's speedup) and energy_gain = joules_group1 / joules, NULL unless both rows
     have a trusted energy reading (`trusted_energy`; > 1: grouping saves).
     """
@@ -938,7 +954,7 @@ def grouping_gain(
             r.c.operand_bytes,
             r.c.l2_bytes,
             func.row_number()
-            .over(partition_by=[*(r.c[c] for c in GAIN_KEY), r.c.group_m], order_by=(r.c.ms, r.c.id))
+            .over(partition_by=[*(r.c[c] for c in GAIN_KEY), r.c.group_m], order_by=winner_order(r))
             .label("rn"),
         )
         .where(*scope, r.c.ms.is_not(None), r.c.variant.in_(grouped))
@@ -987,7 +1003,7 @@ def splitk_eager(
             *(r.c[c] for c in _EAGER_COLUMNS if c != "eager_ms"),
             eager.label("eager_ms"),
             func.row_number()
-            .over(partition_by=[*(r.c[c] for c in _SHAPE_ORDER), kind], order_by=(eager, r.c.id))
+            .over(partition_by=[*(r.c[c] for c in _SHAPE_ORDER), kind], order_by=(eager, *winner_order(r)))
             .label("rn"),
         )
         .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, shape=shape, status="ok"))
@@ -1013,3 +1029,38 @@ def timing_regimes(conn: Connection, *, status: Filter = "ok", **filters: Any) -
         .group_by(r.c.timing_regime)
     )
     return _most_first(Counter({(regime or ""): int(n) for regime, n in conn.execute(stmt)}))
+
+
+# ---- winners: one tie rule for every table and chart that names a best row ----
+
+# When two rows tie on kernel time, the one with the lower eager time per call wins (a row with no
+# eager time after one with it), then the lower variant name, then the lower config key, then the lower
+# id (the same config measured twice). Ranking by ms and id alone let each query break ties its own
+# way: at 2500^3 two tables of one page named persistent_tma_bands and persistent_tma_pad, 0.07175 ms
+# each. The summaries (db.summaries' shape_best, gpu_best) still break a tie inside one variant by id.
+WINNER_ORDER = ("ms", "eager_ms", "variant", "config_key", "id")
+
+
+def winner_order(v: TableClause) -> list[ColumnElement[Any]]:
+    """WINNER_ORDER as ORDER BY terms over a view's columns (for ROW_NUMBER() OVER (... ORDER BY ...))."""
+    eager = eager_ms(v)
+    return [v.c.ms, case((eager.is_(None), 1), else_=0), eager, v.c.variant, v.c.config_key, v.c.id]
+
+
+def eager_of(df: pd.DataFrame) -> pd.Series:
+    """eager_ms (the SQL expression's rule) of fetched rows with stream_ms and host_ms; NaN without both."""
+    stream = pd.to_numeric(df["stream_ms"], errors="coerce").astype("float64")
+    host = pd.to_numeric(df["host_ms"], errors="coerce").astype("float64")
+    return stream.where(stream >= host, host).where(stream.notna() & host.notna())
+
+
+def rank_winners(df: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """df's rows ordered by `by`, then WINNER_ORDER (eager_ms from stream_ms and host_ms where df has no
+    eager_ms; a missing time sorts last): the first row of each `by` group is its winner."""
+    key = df.assign(_eager=df["eager_ms"] if "eager_ms" in df else eager_of(df))
+    for c in ("ms", "_eager"):
+        key[c] = pd.to_numeric(key[c], errors="coerce").astype("float64")
+    order = [*by, "ms", "_eager", "variant", "config_key", "id"]
+    order = [c for c in order if c in key]
+    key = key.sort_values(order, kind="stable", na_position="last")
+    return df.loc[key.index].reset_index(drop=True)

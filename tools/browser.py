@@ -54,6 +54,42 @@ _COUNT_MARKS = """chart => {
     }
     return n;
 }"""
+# Where a chart's title is drawn, for each chart: its text, and whether it is missing (no title text in the
+# SVG), clipped (outside the box of an element that clips it: Vega's own <svg> hides what it draws above
+# its top edge, as Streamlit's frame did to the split-K page's titles) or covered (the element on top at
+# the title's centre is not the chart: a caption or widget above it overlaps). Canvas charts (past 2,000
+# points) draw text as pixels: null, not checked. A text's box is its line box, a few px above and under
+# the glyphs: a title 87% inside its SVG reads whole, half inside does not; 80% must show.
+_TITLE = """chart => {
+    const SHOWN = 0.8;
+    const svg = chart.querySelector('svg.marks');
+    if (!svg) return null;
+    const texts = [...svg.querySelectorAll('.role-title-text')];
+    const said = texts.map(t => t.textContent).join(' ').trim();
+    if (!said) return {text: '', problem: 'no title'};
+    chart.scrollIntoView({block: 'center'});
+    for (const t of texts) {
+        const r = t.getBoundingClientRect();
+        if (r.width === 0 || r.height === 0) return {text: said, problem: 'title has no size'};
+        for (let e = t.parentElement; e; e = e.parentElement) {
+            const style = getComputedStyle(e);
+            if (style.overflowX === 'visible' && style.overflowY === 'visible') continue;
+            const b = e.getBoundingClientRect();
+            const shownX = Math.min(r.right, b.right) - Math.max(r.left, b.left);
+            const shownY = Math.min(r.bottom, b.bottom) - Math.max(r.top, b.top);
+            if (shownX < SHOWN * r.width || shownY < SHOWN * r.height) {
+                const who = e.closest('[data-testid]')?.dataset.testid || e.tagName.toLowerCase();
+                return {text: said, problem: `title clipped by ${who}`};
+            }
+        }
+        const top = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+        if (!top || !chart.contains(top)) {
+            const who = top ? (top.closest('[data-testid]')?.dataset.testid || top.tagName) : 'nothing';
+            return {text: said, problem: `title covered by ${who}`};
+        }
+    }
+    return {text: said, problem: ''};
+}"""
 
 
 def url(base: str, page: str) -> str:
@@ -162,7 +198,42 @@ def marks_per_chart(tab: Page) -> list[int]:
     return [charts.nth(i).evaluate(_COUNT_MARKS) for i in range(charts.count())]
 
 
+def chart_titles(tab: Page) -> list[dict[str, str] | None]:
+    """Per chart on the page: {"text": its title, "problem": "" or why it does not show} (None: a canvas)."""
+    charts = tab.locator('[data-testid="stVegaLiteChart"]')
+    return [charts.nth(i).evaluate(_TITLE) for i in range(charts.count())]
+
+
+def title_problems(tab: Page) -> list[str]:
+    """A line for each chart whose title is missing, outside its box or covered by a widget."""
+    return [
+        f"chart {i}: {t['problem']}" + (f" ({t['text']!r})" if t["text"] else "")
+        for i, t in enumerate(chart_titles(tab))
+        if t is not None and t["problem"]
+    ]
+
+
 def drawing_problems(tab: Page, console: Console) -> list[str]:
-    """What is wrong with the page just drawn: charts with no marks, and console warnings or errors."""
+    """What is wrong with the page just drawn: charts with no marks, titles that do not show, and console
+    warnings or errors."""
     problems = [f"chart {i} draws no marks" for i, n in enumerate(marks_per_chart(tab)) if n == 0]
-    return problems + console.take()
+    return problems + title_problems(tab) + console.take()
+
+
+def full_page_screenshot(tab: Page, path: Path) -> None:
+    """A screenshot of the whole page: Streamlit scrolls inside its own container, so the document is
+    one viewport high and Playwright's full_page cut every page at the viewport (1,600 px). The viewport
+    is stretched to the container's content for the shot, then put back."""
+    size = tab.viewport_size
+    height = tab.evaluate(
+        """() => Math.max(...[...document.querySelectorAll('[data-testid="stMain"], section.main, '
+            + '[data-testid="stAppViewContainer"], [data-testid="stSidebarContent"]')]
+            .map(e => e.scrollHeight), document.documentElement.scrollHeight)"""
+    )
+    tab.set_viewport_size({"width": size["width"], "height": max(size["height"], int(height))})
+    try:
+        wait_drawn_again = tab.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')
+        wait_drawn_again.wait_for(timeout=WAIT_MS)
+        tab.screenshot(path=str(path), full_page=True)
+    finally:
+        tab.set_viewport_size(size)

@@ -12,7 +12,7 @@ TABLE_COLUMNS = [
 ]
 # fmt: on
 
-st.title("Compare sweeps")
+st.title("Compare runs")
 sweeps = cache.query(queries.sweeps)
 pair = cache.query(queries.default_comparison)
 if pair is None:

@@ -5,6 +5,30 @@ import streamlit as st
 from dashboard import cache, charts, frames, widgets
 from db import queries
 
+# fmt: off
+PAIR_COLUMNS = [
+    "shape", "config", "group_m", "time_gain", "energy_gain", "operand_to_l2", "ms", "ms_group1",
+    "joules_per_launch", "joules_group1", "avg_watts", "avg_watts_group1", "joules_per_tflop",
+    "joules_per_tflop_group1", "timing_regime",
+]
+# fmt: on
+ENERGY = {
+    "joules_per_launch": "mJ",
+    "joules_group1": "mJ",
+    "avg_watts": "W",
+    "avg_watts_group1": "W",
+    "joules_per_tflop": "J/TFLOP",
+    "joules_per_tflop_group1": "J/TFLOP",
+}  # fmt: skip
+GAIN = st.column_config.NumberColumn(format="%.3f")
+PAIR_TITLES = {
+    "time_gain": GAIN, "energy_gain": GAIN, "group_m": "GROUP_SIZE_M", "operand_to_l2": "operands / L2",
+    "ms_group1": "ms at 1",
+    "joules_per_launch": "energy / launch", "joules_group1": "energy at 1", "avg_watts": "power",
+    "avg_watts_group1": "power at 1", "joules_per_tflop": "energy / TFLOP",
+    "joules_per_tflop_group1": "energy / TFLOP at 1",
+}  # fmt: skip
+
 st.title("Grouping / L2")
 st.caption(
     "Grouped program order keeps a band of A's rows and B's columns in L2 while neighbouring "
@@ -29,3 +53,11 @@ elif n_energy < n_pairs:
     st.caption(f"Energy gain for {n_energy} of {n_pairs} pairs: only where both rows have an energy reading.")
 st.altair_chart(charts.grouping_gains(gains, scope.note))
 st.altair_chart(charts.grouping_heatmap(frames.grouping_heatmap(frames.grouping_points(effect)), scope.note))
+st.subheader("Grouped pairs, largest time gain first")
+st.caption(
+    "Each row: one config at its GROUP_SIZE_M against the same config at 1, with each side's energy per "
+    "launch, average power and joules per TFLOP (NVML; no energy reading on the interpreter or where the "
+    "counter did not tick)."
+)
+pairs = frames.grouping_pairs(gains)
+widgets.energy_table(pairs[PAIR_COLUMNS], ENERGY, **PAIR_TITLES)

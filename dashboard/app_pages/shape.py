@@ -7,11 +7,15 @@ from db import queries
 
 # fmt: off
 BEST_COLUMNS = ["variant", "config_key", "ms", "ms_p20", "ms_p80", "tflops", "pct_peak", "vs_best",
-                "sm_clock_mhz", "throttled"]
+                "joules_per_launch", "avg_watts", "joules_per_tflop", "sm_clock_mhz", "throttled"]
 ALL_COLUMNS = ["variant", "config_key", "ms", "ms_p20", "ms_p80", "vs_best", "stream_time", "host_time",
-               "energy", "power", "timing_regime", "tflops", "pct_peak", "tiles_per_sm", "waves",
-               "sm_clock_mhz", "throttled", "throttle_reasons"]
+               "joules_per_launch", "avg_watts", "joules_per_tflop", "timing_regime", "tflops", "pct_peak",
+               "tiles_per_sm", "waves", "sm_clock_mhz", "throttled", "throttle_reasons"]
 # fmt: on
+ENERGY = {"joules_per_launch": "mJ", "avg_watts": "W", "joules_per_tflop": "J/TFLOP"}
+ENERGY_TITLES = {
+    "joules_per_launch": "energy / launch", "avg_watts": "power", "joules_per_tflop": "energy / TFLOP",
+}  # fmt: skip
 
 st.title("Shape")
 scope, shapes = widgets.scoped(queries.shape_options, what="ok rows", preset="smoke")
@@ -22,7 +26,9 @@ widgets.throttle_badge(**scope.filters, shape=(m, n, k))
 widgets.regime_badge(**scope.filters, shape=(m, n, k))
 peaks = cache.query(queries.gpu_peaks, gpu_name=scope.gpu)
 rows = cache.query(queries.results, **scope.filters, m_range=(m, m), n_range=(n, n), k_range=(k, k))
-configs = frames.shape_configs(rows, peaks["peak_tflops"])
+details = cache.query(queries.measurement_details, ids=[int(i) for i in rows.id])
+configs = frames.shape_configs(frames.with_trusted_energy(rows, details), peaks["peak_tflops"])
+in_mj = lambda df: df.assign(joules_per_launch=df.joules_per_launch * 1e3)
 best = frames.best_per_variant(configs)
 
 peak = (
@@ -34,7 +40,7 @@ st.caption(
     f"{top.variant} {top.config_key}, {top.ms:.4g} ms, {top.tflops:.1f} TFLOP/s ({peak})."
 )
 st.subheader("Best config of each variant")
-st.dataframe(best[BEST_COLUMNS], hide_index=True)
+widgets.energy_table(in_mj(best[BEST_COLUMNS]), ENERGY, **ENERGY_TITLES)
 st.altair_chart(charts.shape_configs(configs, label, scope.note))
 
 sizes = cache.query(queries.shape_sizes, **scope.filters)
@@ -46,4 +52,4 @@ roofs = frames.roof_lines(
 )
 st.altair_chart(charts.roofline(longform, roofs, scope.note, highlight=label))
 st.subheader("Every config, fastest first")
-st.dataframe(configs[ALL_COLUMNS], hide_index=True)
+widgets.energy_table(in_mj(configs[ALL_COLUMNS]), ENERGY, **ENERGY_TITLES)

@@ -6,14 +6,25 @@ import streamlit as st
 from dashboard import cache, charts, frames, widgets
 from db import queries
 
+# The why first: the verdict, then what explains it (tiles per SM and waves of the unsplit grid,
+# stream-K's answer, throttling), then the times, configs and energy behind it.
 # fmt: off
 BEST_COLUMNS = [
-    "shape", "verdict", "speedup", "speedup_lo", "speedup_hi", "eager_speedup", "unsplit_ms",
-    "unsplit_config", "split_ms", "split_config", "unsplit_eager_config", "split_eager_config",
-    "unsplit_joules_per_launch", "split_joules_per_launch", "streamk_ms", "streamk_speedup",
-    "streamk_config", "tiles_per_sm", "throttled",
+    "shape", "verdict", "speedup", "tiles_per_sm", "waves", "streamk_speedup", "throttled",
+    "eager_speedup", "speedup_lo", "speedup_hi", "unsplit_ms", "split_ms", "streamk_ms",
+    "unsplit_config", "split_config", "streamk_config", "unsplit_eager_config", "split_eager_config",
+    "unsplit_joules_per_launch", "split_joules_per_launch", "unsplit_avg_watts", "split_avg_watts",
+    "unsplit_joules_per_tflop", "split_joules_per_tflop",
 ]
 # fmt: on
+ENERGY = {
+    "unsplit_joules_per_launch": "mJ",
+    "split_joules_per_launch": "mJ",
+    "unsplit_avg_watts": "W",
+    "split_avg_watts": "W",
+    "unsplit_joules_per_tflop": "J/TFLOP",
+    "split_joules_per_tflop": "J/TFLOP",
+}  # fmt: skip
 
 st.title("Split-K")
 st.caption(
@@ -50,20 +61,24 @@ st.subheader("Best split against best unsplit, per shape")
 st.caption(
     'speedup_lo..speedup_hi: the speedup from both p20-p80 ranges; "within noise" where it holds 1. '
     "eager_speedup: the same question in eager time per call (configs: the eager caller's picks). "
-    "Joules per launch of the kernel-time winners where NVML measured them. "
-    "Stream-K beside it where measured (streamk_speedup = best unsplit / best stream-K)."
+    "Energy per launch, average power and joules per TFLOP of the kernel-time winners, as NVML measured "
+    "them. Stream-K beside it where measured (streamk_speedup = best unsplit / best stream-K)."
 )
 shown = table.sort_values("speedup", ascending=False)
-st.dataframe(
+widgets.energy_table(
     shown[BEST_COLUMNS].assign(
         unsplit_joules_per_launch=shown.unsplit_joules_per_launch * 1e3,
         split_joules_per_launch=shown.split_joules_per_launch * 1e3,
     ),
-    hide_index=True,
-    column_config={
-        "unsplit_joules_per_launch": st.column_config.NumberColumn("unsplit energy", format="%.4g mJ"),
-        "split_joules_per_launch": st.column_config.NumberColumn("split energy", format="%.4g mJ"),
-    },
+    ENERGY,
+    tiles_per_sm=st.column_config.NumberColumn("tiles / SM", format="%.3g"),
+    waves=st.column_config.NumberColumn("waves", format="%.3g"),
+    unsplit_joules_per_launch="unsplit energy",
+    split_joules_per_launch="split energy",
+    unsplit_avg_watts="unsplit power",
+    split_avg_watts="split power",
+    unsplit_joules_per_tflop="unsplit energy / TFLOP",
+    split_joules_per_tflop="split energy / TFLOP",
 )
 
 shape = st.selectbox("Speedup against SPLIT_K for the shape", shown["shape"].tolist(), key="splitk_shape")

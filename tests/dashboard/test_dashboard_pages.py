@@ -360,8 +360,11 @@ def test_splitk_eager_speedup_beside_the_kernel_time_one(fidelity_db: Path) -> N
     assert row.speedup == pytest.approx(kit.FIDELITY_KERNEL_SPEEDUP)
     assert row.eager_speedup == pytest.approx(kit.FIDELITY_EAGER_SPEEDUP)
     assert "sk8" in row.split_eager_config and "sk1" in row.unsplit_eager_config
-    # Energy per launch of the kernel-time winners (unsplit, split 4), in mJ.
-    assert (row.unsplit_joules_per_launch, row.split_joules_per_launch) == pytest.approx((60.0, 34.0))
+    # Energy per launch, power and J/TFLOP of the kernel-time winners (unsplit, split 4): 2 x 256 x 256 x
+    # 65536 FLOP = 0.00859 TFLOP, so 34 mJ is 3.958 J/TFLOP; split 4 drew 0.034 J in 0.05 ms = 680 W.
+    assert (row.unsplit_joules_per_launch, row.split_joules_per_launch) == ("60 mJ", "34 mJ")
+    assert (row.unsplit_avg_watts, row.split_avg_watts) == ("600 W", "680 W")
+    assert row.split_joules_per_tflop == "3.958 J/TFLOP"
     [dot] = layer(scatter, "best split against best unsplit", "point").data.itertuples()
     [diamond] = layer(scatter, "eager speedup per shape", "point").data.itertuples()
     assert (dot.speedup, diamond.eager_speedup) == pytest.approx(

@@ -218,10 +218,12 @@ def test_timing_regimes_count_the_rows_a_filter_selects(fidelity_db: Path, dbs: 
         (float("nan"), frames.readable_time, ""),
         (0.034, frames.readable_energy, "34 mJ"),
         (1.25, frames.readable_energy, "1.25 J"),
-        (None, frames.readable_energy, ""),
+        (None, frames.readable_energy, "no energy reading"),
         (687.4, frames.readable_watts, "687 W"),
+        (float("nan"), frames.readable_watts, "no energy reading"),
+        (0.0125, frames.readable_per_tflop, "0.0125 J/TFLOP"),
     ],
-    ids=["us", "ms", "s", "nan", "mJ", "J", "none", "W"],
+    ids=["us", "ms", "s", "nan", "mJ", "J", "none", "W", "W-none", "J-per-TFLOP"],
 )
 def test_readable_units(value, fmt, text: str) -> None:
     assert fmt(value) == text
