@@ -59,7 +59,14 @@ def register(
     )
     p.add_argument("--revision", default="head", help="target revision (default: head)")
     p = command(actions, "downgrade", cmd_downgrade, "take the schema back to an older revision")
-    p.add_argument("revision", help="target revision, e.g. 0001, -1, or base (drops everything)")
+    # --revision, as `db upgrade` takes it; the bare argument of earlier versions still works.
+    p.add_argument(
+        "--revision",
+        dest="revision_option",
+        metavar="REVISION",
+        help="target revision, e.g. 0001, -1, or base (drops everything)",
+    )
+    p.add_argument("revision", nargs="?", help=argparse.SUPPRESS)
     p.add_argument(
         "--delete-data", action="store_true", help="allow a downgrade that drops stored measurements"
     )
@@ -141,17 +148,27 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_downgrade(args: argparse.Namespace) -> int:
+    revision = downgrade_revision(args.revision_option, args.revision)
     engine = make_engine(args.db)
     try:
         before = schema.current(engine)
         if before is None:
             raise DatabaseError(f"{shown(args)} has no schema to downgrade")
-        schema.downgrade(engine, args.revision, delete_data=args.delete_data)
+        schema.downgrade(engine, revision, delete_data=args.delete_data)
         after = schema.current(engine)
     finally:
         engine.dispose()
     print(f"{shown(args)}: downgraded from {before} to {after or 'empty (base)'}")
     return 0
+
+
+def downgrade_revision(option: str | None, positional: str | None) -> str:
+    """`db downgrade`'s target: --revision X, or the bare X of earlier versions; one of them, once."""
+    if option and positional and option != positional:
+        raise DatabaseError(f"two target revisions: --revision {option} and {positional}; give one")
+    if not (option or positional):
+        raise DatabaseError("give the target revision: `farm db downgrade --revision 0005` (or -1, or base)")
+    return option or positional
 
 
 def cmd_current(args: argparse.Namespace) -> int:
@@ -249,4 +266,10 @@ def cmd_export_best(args: argparse.Namespace) -> int:
     with atomic_output(args.out) as tmp:
         tmp.write_text(TunedConfigs(entries).dumps())
     print(f"wrote {len(entries):,} best configs to {args.out}")
+    left_out = 0 if args.include_interpreter else int((df.backend == "interpreter").sum()) if len(df) else 0
+    if left_out:
+        print(
+            f"left out {left_out:,} best configs measured by Triton's interpreter (CPU times, not a GPU's): "
+            "--include-interpreter keeps them"
+        )
     return 0

@@ -70,6 +70,10 @@ def merge(sources: Sequence[str], into: str) -> MergeSummary:
     before anything is written for it.
     """
     summary = MergeSummary()
+    # Every source is checked before the target is opened: opening creates it, and a source that is
+    # missing or at another schema revision left a new, empty target file behind.
+    for source in sources:
+        open_engine(source, readonly=True).dispose()
     target = open_engine(into)
     try:
         for source in sources:

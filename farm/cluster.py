@@ -22,6 +22,7 @@ on a worker holding other code: those are stopped, since they hold the GPUs the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -140,6 +141,9 @@ def connect(ray, address: str | None, workers: int | None, *, join_only: bool = 
     if plan.joins:
         if not reachable(plan.address):
             raise UserError(f"cannot reach the Ray cluster at {plan.address} (from {plan.source})")
+        refused = auth_refusal(plan.address)
+        if refused:
+            raise UserError(f"cannot join the Ray cluster at {plan.address} ({plan.source}): {refused}")
         try:
             ray.init(address=plan.address, **quiet)
         except ConnectionError as exc:
@@ -171,6 +175,45 @@ def expected_backend(address: str | None, backend: str) -> str | None:
         return None
     gpus = visible_gpus(nvml_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
     return "cuda" if gpus else "interpreter"
+
+
+def auth_refusal(address: str) -> str | None:
+    """Why the head at `address` refuses this process (token authentication), or None. One GCS
+    request, 22 ms here; ray.init retries it for 20 s and prints a gcs_client warning each second
+    (20 lines) before it fails. A ray:// or http address, or a Ray without this private client, is
+    left to ray.init."""
+    if _host_port(address) is None or address.startswith(_SCHEMES):
+        return None
+    try:
+        from ray._raylet import GcsClient
+    except ImportError:
+        return None
+    try:
+        with _stderr_silenced():  # the C++ client's one warning line; the error below says it
+            GcsClient(address=address)
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        if "InvalidAuthToken" in text or "Unauthenticated" in text or "AuthenticationError" in text:
+            mode = os.environ.get("RAY_AUTH_MODE", "unset")
+            return (
+                f"it requires token authentication (RAY_AUTH_MODE is {mode}): set RAY_AUTH_MODE=token and "
+                "give the cluster's token (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
+            )
+    return None
+
+
+@contextlib.contextmanager
+def _stderr_silenced():
+    """File descriptor 2 to /dev/null for the block: C++ code writes there, past sys.stderr."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def nvml_gpu_count() -> int:
