@@ -96,6 +96,12 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
         help="measure again points stored as crashed, timeout, compile_error or launch_error",
     )
     p.add_argument(
+        "--repeat",
+        action="store_true",
+        help="measure every point again as a new run, keeping the earlier runs (the views show the newest; "
+        "db.queries.compare_runs compares two runs)",
+    )
+    p.add_argument(
         "--keep-workers",
         action="store_true",
         help="leave the GPU workers running on the cluster for the next sweep, which starts in seconds "
@@ -135,6 +141,7 @@ def handle(args: argparse.Namespace) -> int:
         point_timeout_s=args.point_timeout,
         compile_threads=args.compile_threads,
         retry_failed=args.retry_failed,
+        repeat=args.repeat,
         progress=not args.no_progress,
         keep_workers=args.keep_workers,
         wait_s=args.wait_s,

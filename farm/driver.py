@@ -68,6 +68,8 @@ class SweepResult:
     faults: list[Fault]
     seconds: float
     status: str
+    # points another running sweep had claimed, or stored while this one ran (db.claims): not measured here
+    claimed_elsewhere: int = 0
 
     @property
     def measured(self) -> int:
@@ -128,16 +130,20 @@ class Driver:
         self.versions.update(code_versions(self.spec.variants))
         env_ids = {w.env_id for w in self.workers}
         statuses = (Status.OK, Status.WRONG) if o.retry_failed else None
-        with self.engine.connect() as conn:
-            done = done_keys(
-                conn,
-                env_ids,
-                statuses=statuses,
-                code_versions=set(self.versions.values()),
-                variants={p.variant for p in points},
-                dtypes={p.dtype for p in points},
-                shapes={p.shape for p in points},
-            )
+        self.claim_statuses = statuses  # what counts as stored when a claim finds a point measured meanwhile
+        if o.repeat:  # every point again, as this sweep's own run of it (the older runs stay)
+            done: set[tuple] = set()
+        else:
+            with self.engine.connect() as conn:
+                done = done_keys(
+                    conn,
+                    env_ids,
+                    statuses=statuses,
+                    code_versions=set(self.versions.values()),
+                    variants={p.variant for p in points},
+                    dtypes={p.dtype for p in points},
+                    shapes={p.shape for p in points},
+                )
         todo = pending(points, self.versions, done)
         skipped = len(points) - len(todo)
         memory = self._memory_bytes()
@@ -150,6 +156,7 @@ class Driver:
             command=self.command,
             n_points=len(todo) + len(too_large),
             progress=o.progress,
+            repeat=o.repeat,
         )
         for point in too_large:
             self._store(point, point.record(Status.TOO_LARGE, too_large_error(point, memory)), None)
@@ -173,6 +180,7 @@ class Driver:
             self.faults,
             time.monotonic() - start,
             status,
+            self.sink.skipped,
         )
 
     def _check_backend(self, points: list[Point]) -> None:
@@ -235,7 +243,7 @@ class Driver:
                 return
             wi = min(ready, key=lambda i: self.workers[i].inflight)
             w = self.workers[wi]
-            batch = self._without_quarantined(self.queue.popleft())
+            batch = self._without_quarantined(self._claimed(self.queue.popleft()))
             if batch.points:
                 # the spec's timing: the worker makes its farm.timing.TimingPolicy (farm.timing imports torch)
                 gen = w.actor.run_batch.remote(batch, self.spec.timing, self.repeats)
@@ -243,6 +251,15 @@ class Driver:
                 deadline = time.monotonic() + self._compile_allowance(batch)
                 self.inflight[gen] = InFlight(batch, wi, index_of, deadline=deadline)
                 w.inflight += 1
+
+    def _claimed(self, batch: Batch) -> Batch:
+        """The batch's points that this sweep now holds the claim of (db.claims): another running sweep
+        into the same database measures the others, or has stored them since the plan was made."""
+        env_ids = {w.env_id for w in self.workers if w.env_id is not None}
+        keys = {p.key(self.versions[p.variant]): p for p in batch.points}
+        ours = self.sink.claim(env_ids, keys, self.claim_statuses)
+        batch.points = [p for key, p in keys.items() if key in ours]
+        return batch
 
     def _without_quarantined(self, batch: Batch) -> Batch:
         keep = []

@@ -25,6 +25,7 @@ class SweepOptions:
     inflight_per_worker: int = cluster.INFLIGHT_PER_WORKER
     max_restarts: int = cluster.MAX_RESTARTS
     retry_failed: bool = False
+    repeat: bool = False  # measure every point again as a new run (db: every sweep's rows are kept)
     progress: bool = True
     keep_workers: bool = False  # the workers outlive the sweep (cluster.py: kept workers)
     wait_s: float | None = None  # how long to wait for GPUs other jobs hold; None: as long as it takes
