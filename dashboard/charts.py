@@ -202,7 +202,9 @@ def splitk_scatter(table: pd.DataFrame, blocks: pd.DataFrame, note: str = "") ->
     bars = base.mark_rule(strokeWidth=2).encode(x=x, y="speedup_lo:Q", y2="speedup_hi:Q", color=colour)
     # Dot area by the problem's work: the large shapes, where a speedup saves the most time, stand out
     # and carry their shape as text.
-    size = alt.Size("gflop:Q", title="GFLOP (2MNK)", scale=alt.Scale(range=[50, 500]), legend=LEGEND)
+    # No size legend: Vega lists a continuous size in 7 rows, taller than the plot (its GFLOP is in the
+    # tooltip, and the page's caption says what the area is).
+    size = alt.Size("gflop:Q", title="GFLOP (2MNK)", scale=alt.Scale(range=[50, 500]), legend=None)
     best = base.mark_point(filled=True, opacity=1, stroke="black", strokeWidth=1).encode(
         x=x,
         size=size,
@@ -594,16 +596,16 @@ def accuracy_points(acc: pd.DataFrame, column: str, title: str, description: str
 
 
 def compare_scatter(cmp: pd.DataFrame, note: str = "") -> alt.LayerChart:
-    """Per point, sweep b's time over sweep a's against sweep a's time, coloured by verdict; grey bars:
-    a's p20-p80, coloured bars: b's (a point is "same" where they overlap)."""
+    """Per point, run b's time over run a's (ratio_b_over_a, the table's number) against run a's time,
+    coloured by verdict; grey bars: a's p20-p80, coloured bars: b's (a point is "same" where they overlap)."""
     cmp = _only(
         cmp,
-        "gpu_name variant dtype m n k config_key ms_a ms_b b_over_a a_lo a_hi b_lo b_hi verdict",
+        "gpu_name variant dtype m n k config_key ms_a ms_b ratio_b_over_a a_lo a_hi b_lo b_hi verdict",
     )
-    base = alt.Chart(cmp, description="points of both sweeps")
+    base = alt.Chart(cmp, description="points of both runs")
     yscale, yaxis = ratio_scale(pd.concat([cmp.a_lo, cmp.a_hi, cmp.b_lo, cmp.b_hi]), log=False)
-    x = alt.X("ms_a:Q", scale=data_log_scale(cmp.ms_a), title="sweep a: median ms")
-    colour = alt.Color("verdict:N", scale=VERDICT_COLOURS, title="sweep b is")
+    x = alt.X("ms_a:Q", scale=data_log_scale(cmp.ms_a), title="run a: median ms")
+    colour = alt.Color("verdict:N", scale=VERDICT_COLOURS, title="run b is")
     tips = [
         "gpu_name:N",
         "variant:N",
@@ -612,23 +614,28 @@ def compare_scatter(cmp: pd.DataFrame, note: str = "") -> alt.LayerChart:
         "n:Q",
         "k:Q",
         "config_key:N",
-        alt.Tooltip("ms_a:Q", format=".4g"),
-        alt.Tooltip("ms_b:Q", format=".4g"),
-        alt.Tooltip("b_over_a:Q", format=".3f", title="b / a"),
-        "verdict:N",
+        alt.Tooltip("ms_a:Q", format=".4g", title="run a ms"),
+        alt.Tooltip("ms_b:Q", format=".4g", title="run b ms"),
+        alt.Tooltip("ratio_b_over_a:Q", format=".4f", title="b / a"),
+        alt.Tooltip("verdict:N", title="run b is"),
     ]
     return alt.layer(
-        _noise_band("b_over_a"),
+        _noise_band("ratio_b_over_a"),
         base.mark_rule(strokeWidth=7, opacity=0.25, color="#777").encode(x=x, y="a_lo:Q", y2="a_hi:Q"),
         base.mark_rule(strokeWidth=2, opacity=0.8).encode(x=x, y="b_lo:Q", y2="b_hi:Q", color=colour),
         base.mark_circle(size=45).encode(
             x=x,
-            y=alt.Y("b_over_a:Q", scale=yscale, axis=yaxis, title="sweep b time / sweep a time"),
+            y=alt.Y(
+                "ratio_b_over_a:Q",
+                scale=yscale,
+                axis=yaxis,
+                title=_lines("run b time / run a time (below 1: b is faster)"),
+            ),
             color=colour,
             tooltip=tips,
         ),
-        _rule("y", "b_over_a", 1.0, "same time", "same time"),
-    ).properties(title=_title("Sweep b against sweep a, per point (below 1: b is faster)", note), height=400)
+        _rule("y", "ratio_b_over_a", 1.0, "same time", "same time"),
+    ).properties(title=_title("Run b over run a, per point (below 1: b is faster)", note), height=400)
 
 
 def count_bars(counts: dict[str, int], field: str, description: str) -> alt.Chart:

@@ -372,11 +372,10 @@ def best_per_variant(configs: pd.DataFrame) -> pd.DataFrame:
 # ---- sweeps ----
 
 
-def compare_points(cmp: pd.DataFrame) -> pd.DataFrame:
-    """queries.compare_sweeps with every time over sweep a's median: b_over_a (< 1: b is faster) and the
-    p20-p80 intervals of both sweeps on that scale (a_lo..a_hi around 1, b_lo..b_hi around b_over_a)."""
-    df = cmp.copy()
-    df["b_over_a"] = df.ms_b / df.ms_a
+def compare_points(points: pd.DataFrame) -> pd.DataFrame:
+    """db.queries.compare_runs' points with both runs' p20-p80 intervals over run a's median: a_lo..a_hi
+    around 1, b_lo..b_hi around ratio_b_over_a (the query's ratio, run b over run a: < 1, b is faster)."""
+    df = points.copy()
     for side in "ab":
         ms = df[f"ms_{side}"]
         df[f"{side}_lo"] = df[f"ms_p20_{side}"].fillna(ms) / df.ms_a

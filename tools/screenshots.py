@@ -5,9 +5,10 @@
 DB: a SQLite path or a database URL (passed to the server through FARM_DB, so a password stays off
 every command line). Serves `farm dashboard --headless` on a free port of 127.0.0.1, opens each page in
 Debian's Chromium (scripts/system-deps.sh installs it), waits until every chart is drawn, and writes
-OUTDIR/PAGE.png (full page). Prints one line per page: charts, data marks per chart (-1: drawn on a
-canvas, not counted), and any console warning or error. Exit status 1 when a page drew an empty chart
-or logged one. A few seconds a page.
+OUTDIR/PAGE.png (the whole page, however tall: not cut at the 1,600 px viewport). Prints one line per
+page: charts, data marks per chart (-1: drawn on a canvas, not counted), and any console warning or
+error or chart title that does not show. Exit status 1 when a page drew an empty chart, hid a chart
+title or logged one. A few seconds a page.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                 n = browser.wait_drawn(tab, title)
                 marks = browser.marks_per_chart(tab)
                 problems = browser.drawing_problems(tab, console)
-                tab.screenshot(path=str(args.outdir / f"{page}.png"), full_page=True)
+                browser.full_page_screenshot(tab, args.outdir / f"{page}.png")
                 print(f"{page:10} {n:6}  {marks} {'; '.join(problems)}")
                 bad += [page] if problems else []
     print(f"{len(PAGES)} pages, {len(bad)} with problems" + (f": {', '.join(bad)}" if bad else ""))

@@ -32,7 +32,8 @@ st.caption(
     "above it, split-K only adds the partial-sum traffic. Speedup = the fastest unsplit kernel "
     "(SPLIT_K = 1, any blocks and variant but cuBLAS and stream-K) over the fastest split one "
     "(SPLIT_K > 1, any blocks): what a shape gains by splitting. One dot per shape, at the tiles per SM "
-    "of its fastest unsplit grid; faint dots: each block shape against its own unsplit time."
+    "of its fastest unsplit grid, its area the problem's work (2MNK), the largest named; faint dots: each "
+    "block shape against its own unsplit time."
 )
 scope, best = widgets.scoped(
     queries.splitk_best, what="split-K or stream-K rows next to unsplit ones", preset="splitk"

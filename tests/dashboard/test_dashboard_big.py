@@ -120,9 +120,9 @@ def check_sweeps(at, conn: Connection) -> None:
 
 def check_compare(at, conn: Connection) -> None:
     assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (1, 3)  # the two H200 hosts
-    want = frames.compare_points(queries.compare_sweeps(conn, sweep_a=1, sweep_b=3))
-    dots = layer(charts(at)[0], "points of both sweeps", "circle").data
-    same_rows(dots, want, ["variant", "dtype", "m", "n", "k", "config_key", "b_over_a", "verdict"])
+    want = frames.compare_points(queries.compare_runs(conn, run_a=1, run_b=3).points)
+    dots = layer(charts(at)[0], "points of both runs", "circle").data
+    same_rows(dots, want, ["variant", "dtype", "m", "n", "k", "config_key", "ratio_b_over_a", "verdict"])
     assert set(dots.verdict) == {"faster", "slower", "same"}
 
 

@@ -287,16 +287,18 @@ def test_sweeps_and_environments(dbs: dict[str, Path]) -> None:
     assert not texts(at, "error") and not texts(at, "warning")
 
 
-def test_compare_sweeps_per_point_verdicts(dbs: dict[str, Path]) -> None:
+def test_compare_runs_per_point_verdicts(dbs: dict[str, Path]) -> None:
     with app(dbs["small"]) as at:
         show(at, "compare")
         no_exception(at)
+        # Three runs of three studies: no study has two, so any two runs; the default pair is 1 and 2.
+        assert at.selectbox(key="cmp_study").options == ["any study"]
         assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (1, 2)
         [chart] = charts(at)
-        dots = layer(chart, "points of both sweeps", "circle").data
+        dots = layer(chart, "points of both runs", "circle").data
         got = {(r.variant, (r.m, r.n, r.k), r.config_key): r.verdict for r in dots.itertuples()}
         assert got == kit.SMALL_COMPARE
-        assert by_key(dots, ["variant", "m"], ["b_over_a"]) == pytest.approx(
+        assert by_key(dots, ["variant", "m"], ["ratio_b_over_a"]) == pytest.approx(
             {("splitk", 256): 0.042 / 0.045, ("splitk", 4096): 0.300 / 0.250, ("grouped", 8192): 1.61 / 1.6}
         )
         bars = {
@@ -304,10 +306,13 @@ def test_compare_sweeps_per_point_verdicts(dbs: dict[str, Path]) -> None:
             for ly in chart["layers"]
             if ly.mark == "rule" and "y2" in ly.encoding
         }
-        assert set(bars) == {"a_lo", "b_lo"}  # both sweeps' p20-p80 intervals, over sweep a's median
+        assert set(bars) == {"a_lo", "b_lo"}  # both runs' p20-p80 intervals, over run a's median
         assert bars["a_lo"].a_lo.tolist() == pytest.approx([0.98] * 3)
-        assert [m.value for m in at.metric] == ["1", "1", "1"]
-        assert at.dataframe[0].value.verdict.tolist() == ["slower", "faster"]  # the points that moved
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["points in both runs"] == "3" and metrics["run b faster / slower"] == "1 / 1"
+        assert metrics["within noise"] == "33%"
+        # The points that moved, run b's largest slowdown first: 1.2 (slower), then 0.933 (faster).
+        assert at.dataframe[0].value.verdict.tolist() == ["slower", "faster"]
 
         at.selectbox(key="cmp_b").set_value(3).run()  # the A100 sweep shares no point with sweep 1
         assert "share no ok point" in texts(at, "info")[0]
@@ -475,7 +480,7 @@ def test_failed_sweep_gives_messages_not_tracebacks(dbs: dict[str, Path], page: 
         "cublas": "No ok rows",
         "accuracy": "No checked rows",
         "sweeps": "Sweep #1 'smoke': failed, 0 ok and 4 failed of 4 points.",
-        "compare": "Comparing needs two sweeps",
+        "compare": "Comparing needs two runs",
     }
     if page == "explorer":
         assert sorted(at.dataframe[0].value.status) == sorted(kit.FAILED_STATUSES)

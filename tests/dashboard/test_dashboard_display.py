@@ -1,0 +1,182 @@
+"""What the pages show and in which order: one tie rule on every page, the Split-K table's why columns
+first, grouping coloured by shape on small sweeps, readable Accuracy labels, Compare in one direction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dashkit as kit
+import pandas as pd
+import pytest
+from pagekit import app, charts, layer, render, show
+from samples import H200, Batch, build, record
+
+from dashboard import charts as chartkit
+from dashboard import frames
+from db import queries
+from db.schema import open_engine
+
+# ---- one tie rule: a crafted tie, every page names the same winner ----
+
+TIE = (2500, 2500, 2500)
+TIE_MS = 0.07175
+# Stored in this order (ids 1, 2, 3): ranking by (ms, id) named persistent_tma_pad; WINNER_ORDER names
+# persistent_tma_bands (same ms, same eager time, the lower name). `grouped` ties on kernel time too,
+# but its stream time (0.09 ms) makes its eager time per call the longest: it loses before names count.
+TIE_ROWS = [
+    ("persistent_tma_pad", {}),
+    ("persistent_tma_bands", {}),
+    ("grouped", {"stream_ms": 0.09}),
+]
+WINNER = "persistent_tma_bands"
+
+
+@pytest.fixture(scope="module")
+def tie_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    records = [record(v, TIE, env=H200, ms=TIE_MS, **kw) for v, kw in TIE_ROWS]
+    records.append(record("cublas", TIE, env=H200, ms=0.08))
+    return build(tmp_path_factory.mktemp("tie") / "tie.db", [Batch(H200, records, sweep="tie")])
+
+
+def test_rank_winners_orders_by_ms_eager_variant_config_id() -> None:
+    df = pd.DataFrame(
+        {
+            "id": [1, 2, 3, 4],
+            "variant": ["b", "a", "a", "c"],
+            "config_key": ["k1", "k2", "k1", "k0"],
+            "ms": [1.0, 1.0, 1.0, 0.9],
+            "stream_ms": [1.0, 1.0, 1.0, 0.9],
+            "host_ms": [0.5, 0.5, 0.5, 2.0],
+        }
+    )
+    # id 4 is fastest; ids 1-3 tie on ms and eager time (1.0): variant a before b, then config k1 before k2.
+    assert queries.rank_winners(df).id.tolist() == [4, 3, 2, 1]
+
+
+def test_every_page_names_the_same_winner_of_a_tie(tie_db: Path) -> None:
+    engine = open_engine(str(tie_db))
+    with engine.connect() as conn:
+        best = queries.best_configs(conn, gpu_name=H200.gpu_name, dtype="bfloat16")
+        vs = queries.vs_cublas(conn, gpu_name=H200.gpu_name, dtype="bfloat16")
+    engine.dispose()
+    assert best.variant.iloc[0] == WINNER and vs.triton_variant.tolist() == [WINNER]
+
+    shape = render(tie_db, "shape")
+    assert shape.dataframe[0].value.variant.iloc[0] == WINNER  # best config of each variant
+    assert shape.dataframe[1].value.variant.iloc[0] == WINNER  # every config, fastest first
+    configs = layer(charts(shape)[0], "configs of the shape", "point").data
+    assert configs.config.iloc[0].startswith(f"1. {WINNER} ")
+    roof = layer(charts(shape)[1], "best Triton and cuBLAS per shape", "point").data
+    assert roof[roof.provider == "Triton (best)"].config.iloc[0].startswith(WINNER)
+
+    cublas = render(tie_db, "cublas")
+    assert cublas.dataframe[0].value.triton_variant.tolist() == [WINNER]
+    roof_table = cublas.dataframe[1].value
+    assert roof_table[roof_table.provider == "Triton (best)"].config.iloc[0].startswith(WINNER)
+
+
+# ---- Split-K: the why columns first, shapes written on the largest dots ----
+
+SPLITK_WHY = ["shape", "verdict", "speedup", "tiles_per_sm", "waves", "streamk_speedup", "throttled"]
+
+
+def test_splitk_table_puts_the_why_columns_first(dbs: dict[str, Path]) -> None:
+    at = render(dbs["small"], "splitk")
+    table = at.dataframe[0].value
+    assert table.columns[: len(SPLITK_WHY)].tolist() == SPLITK_WHY
+    # Energy columns follow, and say so where a point has no reading (the small database has none here).
+    assert {"unsplit_joules_per_launch", "split_avg_watts", "split_joules_per_tflop"} <= set(table.columns)
+    assert set(table.split_joules_per_tflop) == {"no energy reading"}
+    scatter = charts(at)[0]
+    dots = layer(scatter, "best split against best unsplit", "point")
+    assert dots.encoding["size"]["field"] == "gflop"
+    labels = layer(scatter, "shape labels", "text")
+    largest = dots.data.nlargest(chartkit.SHAPE_LABELS, "gflop")["shape"].tolist()
+    assert labels.data["shape"].tolist() == largest and labels.encoding["text"]["field"] == "shape"
+
+
+# ---- Grouping: the x axis over the data, colour by shape on small sweeps ----
+
+
+def test_grouping_colours_by_shape_on_a_small_sweep(dbs: dict[str, Path]) -> None:
+    at = render(dbs["small"], "grouping")
+    dots = layer(charts(at)[0], "gain per config", "point")
+    assert dots.encoding["color"]["field"] == "shape"
+    # Legend in size order: 1024^3 (0.1 of L2), then 8192^3 (6.4x).
+    assert dots.encoding["color"]["scale"]["domain"] == ["1024x1024x1024", "8192x8192x8192"]
+    assert "shape" in {t["field"] for t in dots.encoding["tooltip"]}
+    # Fitted: 0.1 and 6.4 (and the L2 line at 1) padded 20%, not rounded out to decades.
+    assert dots.encoding["x"]["scale"]["domain"] == pytest.approx([0.1 / 1.2, 6.4 * 1.2])
+    assert "energy_per_tflop" in {t["field"] for t in dots.encoding["tooltip"]}
+    pairs = at.dataframe[0].value
+    assert pairs.time_gain.tolist() == pytest.approx([1.25, 2.0 / 1.8, 1.0])  # largest time gain first
+    assert pairs.joules_per_launch.tolist()[:2] == ["1040 mJ", "1170 mJ"]  # 650 W x 1.6 ms, x 1.8 ms
+    assert pairs.joules_per_launch.tolist()[2] == "no energy reading"
+
+
+def _gains(n_shapes: int) -> pd.DataFrame:
+    """frames.grouping_gains' rows for n_shapes square shapes, one pair each."""
+    sizes = [1024 * (i + 1) for i in range(n_shapes)]
+    raw = pd.DataFrame(
+        {
+            "m": sizes, "n": sizes, "k": sizes, "variant": "grouped", "block_m": 128, "block_n": 128,
+            "block_k": 64, "num_warps": 8, "num_stages": 3, "group_m": 8, "ms": 1.0, "ms_group1": 1.1,
+            "joules_per_launch": None, "joules_group1": None, "avg_watts": None, "avg_watts_group1": None,
+            "time_gain": 1.1, "energy_gain": None, "operand_to_l2": [0.5 * (i + 1) for i in range(n_shapes)],
+            "timing_regime": "steady",
+        }
+    )  # fmt: skip
+    return frames.grouping_gains(raw)
+
+
+@pytest.mark.parametrize(
+    ("n_shapes", "colour"), [(12, "shape"), (13, "group_m")], ids=["12-shapes-by-shape", "13-shapes-by-group"]
+)
+def test_grouping_colour_by_shape_up_to_twelve(n_shapes: int, colour: str) -> None:
+    spec = chartkit.grouping_gains(_gains(n_shapes)).to_dict()
+    [dots] = [ly for ly in spec["layer"] if ly.get("description") == "gain per config"]
+    assert dots["encoding"]["color"]["field"] == colour
+    assert "shape" in {t["field"] for t in dots["encoding"]["tooltip"]}
+
+
+# ---- Accuracy: variant names whole ----
+
+
+def test_accuracy_labels_are_not_truncated(dbs: dict[str, Path]) -> None:
+    at = render(dbs["small"], "accuracy")
+    for chart in charts(at):
+        [dots] = [ly for ly in chart["layers"] if ly.mark == "point"]
+        axis = dots.encoding["x"]["axis"]
+        assert (axis["labelLimit"], axis["labelAngle"]) == (0, -30)
+
+
+# ---- Compare: run b over run a, in the chart and in the table ----
+
+SLOW = (1024, 1024, 4096)  # cuBLAS: 1.0 ms in run a, 1.25 ms in run b
+FAST = kit.SKINNY  # splitk: 0.050 ms in run a, 0.040 ms in run b
+
+
+@pytest.fixture(scope="module")
+def pair_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    def run(slow_ms: float, fast_ms: float) -> Batch:
+        rows = [record("cublas", SLOW, env=H200, ms=slow_ms), record("splitk", FAST, env=H200, ms=fast_ms)]
+        return Batch(H200, rows, sweep="study")
+
+    return build(tmp_path_factory.mktemp("pair") / "pair.db", [run(1.0, 0.050), run(1.25, 0.040)])
+
+
+def test_compare_chart_and_table_agree_on_direction(pair_db: Path) -> None:
+    with app(pair_db) as at:
+        show(at, "compare")
+        assert not at.exception
+        assert at.selectbox(key="cmp_study").value == "study"  # both runs of one study
+        assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (1, 2)
+        dots = layer(charts(at)[0], "points of both runs", "circle").data
+        table = at.dataframe[0].value
+        chart_ratio = {r.variant: (r.ratio_b_over_a, r.verdict) for r in dots.itertuples()}
+        table_ratio = {r.variant: (r.ratio_b_over_a, r.verdict) for r in table.itertuples()}
+        assert chart_ratio == table_ratio
+        assert chart_ratio["cublas"] == (pytest.approx(1.25), "slower")  # b took 1.25x a's time
+        assert chart_ratio["splitk"] == (pytest.approx(0.8), "faster")
+        assert table.variant.tolist() == ["cublas", "splitk"]  # run b's largest slowdown first
+        assert {m.label: m.value for m in at.metric}["median time b / a"] == f"{(1.25 + 0.8) / 2:.4f}"
