@@ -30,6 +30,7 @@ BEST_TABLE = (
     "k",
     "variant",
     "ms",
+    "eager_ms",
     "tflops",
     "block_m",
     "block_n",
@@ -39,6 +40,13 @@ BEST_TABLE = (
     "num_warps",
     "num_stages",
 )
+
+
+# The line above `farm best`'s table: which objective "best" means there.
+OBJECTIVE_HEADERS = {
+    "kernel": "best by kernel time (ms); eager_ms: what an eager caller waits for per call",
+    "eager": "best by eager time (eager_ms: what an eager caller waits for per call); ms: kernel time",
+}
 
 
 def register(
@@ -89,7 +97,19 @@ def register(
         "counts of measurements by status, backend and GPU; the last sweep",
     )
 
-    p = command(subparsers, "best", cmd_best, "the fastest ok config per GPU, dtype, shape and variant")
+    p = command(
+        subparsers,
+        "best",
+        cmd_best,
+        "the best ok config per GPU, dtype, shape and variant, by kernel time or by eager time",
+    )
+    p.add_argument(
+        "--objective",
+        choices=queries.OBJECTIVES,
+        default="kernel",
+        help="kernel: least kernel time (ms, the default); eager: least eager_ms, what an eager caller "
+        "waits for per call (the longer of the stream and the launcher's host time)",
+    )
     p.add_argument("--gpu", help="GPU name, as in `farm summary`")
     p.add_argument("--dtype", help="float16 | bfloat16 | float32")
     p.add_argument("--variant")
@@ -102,7 +122,11 @@ def register(
     p.add_argument("--format", choices=("csv", "parquet"), help="default: from the file's extension")
 
     p = command(
-        subparsers, "export-best", cmd_export_best, "write the best configs as JSON for the kernel launchers"
+        subparsers,
+        "export-best",
+        cmd_export_best,
+        "write the best configs as JSON for kernels.matmul: each variant's best by kernel time and by "
+        "eager time, each entry with both times",
     )
     p.add_argument("--out", required=True, type=Path, help="output file (.json)")
     p.add_argument("--gpu", help="only this GPU")
@@ -217,12 +241,15 @@ def cmd_best(args: argparse.Namespace) -> int:
             variant=args.variant,
             shape=args.shape,
             limit=args.limit,
+            objective=args.objective,
         )
     if df.empty:
         print("no ok measurement matches")
         return 0
+    print(OBJECTIVE_HEADERS[args.objective])
     table = df[list(BEST_TABLE)].copy()
-    table["ms"] = table["ms"].map("{:.4f}".format)
+    for column in ("ms", "eager_ms"):
+        table[column] = table[column].map(lambda x: "-" if pd.isna(x) else f"{x:.4f}")
     table["tflops"] = table["tflops"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}")
     print(table.to_string(index=False))
     return 0
@@ -254,14 +281,21 @@ def best_entries(df: pd.DataFrame, *, include_interpreter: bool) -> list[TunedEn
             stored_config(row, row["config_key"]),
             None if pd.isna(row["tflops"]) else float(row["tflops"]),
             None if pd.isna(row["host_ms"]) else float(row["host_ms"]),
+            eager_ms=None if pd.isna(row["eager_ms"]) else float(row["eager_ms"]),
         )
         for row in df.to_dict("records")
     ]
 
 
 def cmd_export_best(args: argparse.Namespace) -> int:
+    """Each variant's best row per shape by kernel time and, where another, by eager time: the dispatcher
+    ranks them by either objective (kernels.dispatch), so it needs both rows."""
     with reading(args.db) as conn:
-        df = queries.best_configs(conn, gpu_name=args.gpu, dtype=args.dtype)
+        bests = [
+            queries.best_configs(conn, gpu_name=args.gpu, dtype=args.dtype, objective=objective)
+            for objective in queries.OBJECTIVES
+        ]
+    df = pd.concat([b for b in bests if not b.empty] or bests[:1]).drop_duplicates("id")
     entries = best_entries(df, include_interpreter=args.include_interpreter)
     with atomic_output(args.out) as tmp:
         tmp.write_text(TunedConfigs(entries).dumps())

@@ -224,6 +224,7 @@ class Measurement(Base):
     reps: Mapped[int | None]
     stream_ms: Mapped[float | None]
     host_ms: Mapped[float | None]
+    eager_ms: Mapped[float | None]  # db.records.eager_ms of the two above (revision 0007)
     timing_regime: Mapped[blank_text]
     tflops: Mapped[float | None]
     rel_err: Mapped[float | None]

@@ -48,6 +48,9 @@ from db.records import POWER_LIMIT_EXCESS, Backend
 from db.views import COLUMN_KINDS, STREAM_K, VIEW_COLUMNS, VIEW_NAMES
 
 Filter = str | int | Sequence[str] | Sequence[int] | None
+# What "best" means (best_configs): the least kernel time (ms), or the least eager_ms, what an eager
+# caller waits for per call (kernels.dispatch.OBJECTIVES holds the same words for the dispatcher).
+OBJECTIVES = ("kernel", "eager")
 Shape = tuple[int, int, int]
 Range = tuple[int, int]
 
@@ -262,14 +265,40 @@ def best_configs(
     variant: Filter = None,
     shape: Shape | None = None,
     limit: int | None = None,
+    objective: str = "kernel",
 ) -> pd.DataFrame:
-    """The fastest ok row per (gpu_name, dtype, m, n, k, variant), per shape in WINNER_ORDER (its first
-    row is the shape's winner)."""
-    order = (*_SHAPE_ORDER, "ms", "variant")
-    df = _view_frame(
-        conn, "best_configs", order, limit, gpu_name=gpu_name, dtype=dtype, variant=variant, shape=shape
+    """The best ok row per (gpu_name, dtype, m, n, k, variant) for `objective` (OBJECTIVES), per shape
+    best first (its first row is the shape's winner), the columns of the best_configs view.
+
+    "kernel": the least kernel time (ms), ties in WINNER_ORDER; the best_configs view, which the
+    writer's summaries keep. "eager": the least eager_ms, what an eager caller waits for per call
+    (db.records.eager_ms), ties by ms, variant, config key, id; rows without one (no host time: stored
+    before revision 0002) are left out. It ranks the results view's ok rows of the filters (no summary
+    keeps it), so a filter on GPU and dtype keeps it to their rows."""
+    filters = dict(gpu_name=gpu_name, dtype=dtype, variant=variant, shape=shape)
+    if objective == "kernel":
+        order = (*_SHAPE_ORDER, "ms", "variant")
+        df = _view_frame(conn, "best_configs", order, limit, **filters)
+        return rank_winners(df, by=_SHAPE_ORDER)
+    if objective != "eager":
+        raise DatabaseError(f"unknown objective {objective!r}; one of: {', '.join(OBJECTIVES)}")
+    r = view("results")
+    eager_order = (r.c.eager_ms, r.c.ms, r.c.variant, r.c.config_key, r.c.id)
+    ranked = (
+        select(
+            r,
+            func.row_number()
+            .over(partition_by=[*(r.c[c] for c in _SHAPE_ORDER), r.c.variant], order_by=eager_order)
+            .label("rn"),
+        )
+        .where(*conditions(r, **filters, status="ok"), r.c.ms.is_not(None), r.c.eager_ms.is_not(None))
+        .subquery()
     )
-    return rank_winners(df, by=_SHAPE_ORDER)
+    cols = VIEW_COLUMNS["best_configs"]
+    stmt = select(*(ranked.c[c] for c in cols)).where(ranked.c.rn == 1)
+    stmt = stmt.order_by(*(ranked.c[c] for c in (*_SHAPE_ORDER, "eager_ms", "ms", "variant", "config_key")))
+    df = frame(conn, stmt if limit is None else stmt.limit(limit))
+    return frame(conn, select(view("best_configs")).limit(0)) if df.empty else df
 
 
 def splitk_speedup(
@@ -891,13 +920,10 @@ def default_comparison(conn: Connection) -> tuple[int, int] | None:
 
 # What a caller without CUDA graphs waits for per call: the host issuing the launcher's kernels or the
 # GPU running them (idle gaps included), whichever is longer. NULL unless both were measured: rows
-# from before revision 0002 have no host time (docs/database.md, "Eager time").
+# from before revision 0002 have no host time (docs/database.md, "Eager time"). Stored per row since
+# revision 0007, from db.records.eager_ms, the one definition.
 def eager_ms(v: TableClause) -> ColumnElement[float]:
-    return case(
-        (v.c.stream_ms.is_(None) | v.c.host_ms.is_(None), None),
-        (v.c.host_ms > v.c.stream_ms, v.c.host_ms),
-        else_=v.c.stream_ms,
-    )
+    return v.c.eager_ms
 
 
 def trusted_energy(v: TableClause, column: str) -> ColumnElement[float]:

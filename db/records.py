@@ -34,6 +34,17 @@ class Status(StrEnum):
 POWER_LIMIT_EXCESS = 1.1
 
 
+def eager_ms(stream_ms: float | None, host_ms: float | None) -> float | None:
+    """What a caller without CUDA graphs waits for per call: the host issuing the launcher's kernels or the
+    GPU running them (idle gaps included), whichever is longer; None unless both were measured (rows
+    from before revision 0002 have no host time). The one definition: records fill their eager_ms from
+    it, revision 0007 filled older rows with the same CASE, and kernels.dispatch's
+    `Candidate.eager_wait_ms` estimates it (kernels imports nothing of db)."""
+    if stream_ms is None or host_ms is None:
+        return None
+    return max(stream_ms, host_ms)
+
+
 class Backend(StrEnum):
     CUDA = "cuda"
     INTERPRETER = "interpreter"  # TRITON_INTERPRET=1 on the CPU: times are not GPU times
@@ -116,6 +127,9 @@ class MeasurementRecord:
     reps: int | None = None
     stream_ms: float | None = None
     host_ms: float | None = None
+    # eager_ms(stream_ms, host_ms), filled from them when left None: the objective "eager" ranks by it,
+    # "kernel" by ms (db.queries.best_configs)
+    eager_ms: float | None = None
     timing_regime: str = ""  # "steady" | "interleaved" | "rest" (farm.measure); "" if never timed
     tflops: float | None = None
     # accuracy
@@ -146,6 +160,10 @@ class MeasurementRecord:
     gpu_uuid: str = ""
     backend: str = Backend.CUDA
     created_at: datetime = field(default_factory=utcnow)
+
+    def __post_init__(self) -> None:
+        if self.eager_ms is None:
+            self.eager_ms = eager_ms(self.stream_ms, self.host_ms)
 
     @property
     def key(self) -> tuple:

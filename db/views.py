@@ -80,6 +80,18 @@ RESULTS_COLUMNS: tuple[str, ...] = (
     *ENVIRONMENT_COLUMNS,
     *MEASUREMENT_COLUMNS,
 )
+# Revision 0007 adds eager_ms (db.records.eager_ms) after host_ms; the constants above stay revision
+# 0002's, as the frozen SQL of revisions 0002-0006 reads them.
+MEASUREMENT_COLUMNS_0007: tuple[str, ...] = tuple(
+    name for c in MEASUREMENT_COLUMNS for name in ((c, "eager_ms") if c == "host_ms" else (c,))
+)
+RESULTS_COLUMNS_0007: tuple[str, ...] = (
+    "id",
+    "environment_id",
+    "sweep_id",
+    *ENVIRONMENT_COLUMNS,
+    *MEASUREMENT_COLUMNS_0007,
+)
 SHAPE = ("gpu_name", "dtype", "m", "n", "k")
 SPLITK_COLUMNS: tuple[str, ...] = (
     *SHAPE,
@@ -119,11 +131,11 @@ CUBLAS_COLUMNS: tuple[str, ...] = (
 )
 # run_results (revision 0006): every run's rows, results' columns and `latest` (1: the newest run of
 # its point, the row `results` shows).
-RUN_RESULTS_COLUMNS: tuple[str, ...] = (*RESULTS_COLUMNS, "latest")
+RUN_RESULTS_COLUMNS: tuple[str, ...] = (*RESULTS_COLUMNS_0007, "latest")
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
-    "results": RESULTS_COLUMNS,
+    "results": RESULTS_COLUMNS_0007,
     "run_results": RUN_RESULTS_COLUMNS,
-    "best_configs": RESULTS_COLUMNS,
+    "best_configs": RESULTS_COLUMNS_0007,
     "splitk_speedup": SPLITK_COLUMNS,
     "grouping_effect": GROUPING_COLUMNS,
     "vs_cublas": CUBLAS_COLUMNS,
@@ -137,7 +149,7 @@ _KINDS = {
     "group_m split_k num_warps num_stages reps tiles programs occupancy operand_bytes registers shared_mem "
     "sm_clock_mhz temperature_c best_split_k n_points n_ok n_failed n_measurements n_checked n_wrong "
     "n_nondeterministic",
-    "float": "peak_tflops peak_gbps ms ms_p20 ms_p80 stream_ms host_ms joules_per_launch avg_watts "
+    "float": "peak_tflops peak_gbps ms ms_p20 ms_p80 stream_ms host_ms eager_ms joules_per_launch avg_watts "
     "power_limit_w tflops rel_err nondeterminism tiles_per_sm waves "
     "compile_s unsplit_ms split_ms speedup operand_to_l2 ms_group1 triton_ms triton_tflops cublas_ms "
     "cublas_tflops ratio rel_err_max rel_err_mean nondeterminism_max",
@@ -418,5 +430,28 @@ VIEWS_0006: dict[str, str] = {
     "run_results": _RUN_RESULTS,
     **{name: sql for name, sql in VIEWS_0005.items() if name != "results"},
 }
+# ---- revision 0007: eager_ms, what an eager caller waits for, stored beside ms ----
+# results, run_results and best_configs show it after host_ms (gpu_best copies it as every measurement
+# column); the others are 0006's.
+_RESULTS_0007 = (
+    f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
+    f"{_cols(MEASUREMENT_COLUMNS_0007, 'm')} "
+    "FROM measurements m JOIN environments e ON e.id = m.environment_id WHERE m.latest = 1"
+)
+_RUN_RESULTS_0007 = (
+    f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
+    f"{_cols(MEASUREMENT_COLUMNS_0007, 'm')}, m.latest "
+    "FROM measurements m JOIN environments e ON e.id = m.environment_id"
+)
+_BEST_CONFIGS_0007 = (
+    f"SELECT {', '.join(_best_column(c) for c in RESULTS_COLUMNS_0007)} "
+    "FROM gpu_best g JOIN environments e ON e.id = g.environment_id"
+)
+VIEWS_0007: dict[str, str] = {
+    **VIEWS_0006,
+    "results": _RESULTS_0007,
+    "run_results": _RUN_RESULTS_0007,
+    "best_configs": _BEST_CONFIGS_0007,
+}
 # What the code at head creates (test-only later revisions drop and recreate these).
-VIEWS_HEAD = VIEWS_0006
+VIEWS_HEAD = VIEWS_0007

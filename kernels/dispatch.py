@@ -120,7 +120,7 @@ class Candidate:
     @property
     def eager_wait_ms(self) -> float:
         """What an eager caller waits for: the longer of the call's time and its launcher's host time
-        (db.queries.eager_ms's definition), its time alone where the host's was not measured. The host
+        (db.records.eager_ms's definition), its time alone where the host's was not measured. The host
         time is not scaled: a launcher's host time is its Python and launches, whatever the sizes."""
         return max(self.ms, self.entry.host_ms or 0.0)
 

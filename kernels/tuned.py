@@ -25,6 +25,9 @@ from kernels.space import DTYPES, dtype_name
 # The file's identity. VERSION changes only when the layout does: v1 files must keep loading.
 FORMAT = "triton-matmul-farm/best-configs"
 VERSION = 1
+# An entry's times besides `ms`, each written only where known: optional in v1, so files without them
+# keep loading (TunedEntry's fields of the same names, in this order).
+OPTIONAL_TIMES = ("host_ms", "gpu_ms", "eager_ms")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,10 @@ class TunedEntry:
     # The product's GPU time alone (CUDA graphs, L2 flushed), where measured (bench/vs_libraries.py's
     # tuning): what the kernel itself costs, where `ms` (eager) also holds the launcher's host time.
     gpu_ms: float | None = None
+    # What an eager caller waited for per call at this shape, where measured (the farm's eager_ms: the
+    # longer of the stream and host times): the eager objective's time, where `ms` is the kernel
+    # objective's (`farm export-best` writes both; kernels.dispatch's objectives).
+    eager_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as the file holds it; the config through MatmulConfig.as_dict, extras included."""
@@ -62,9 +69,7 @@ class TunedEntry:
             "config": config,
         }
         # optional in v1: files without them keep loading, and say the same
-        entry.update(
-            {key: value for key in ("host_ms", "gpu_ms") if (value := getattr(self, key)) is not None}
-        )
+        entry.update({key: value for key in OPTIONAL_TIMES if (value := getattr(self, key)) is not None})
         return entry
 
     @classmethod
@@ -79,8 +84,7 @@ class TunedEntry:
             e["ms"],
             MatmulConfig.from_dict(e["config"]),
             e.get("tflops"),
-            e.get("host_ms"),
-            e.get("gpu_ms"),
+            *(e.get(key) for key in OPTIONAL_TIMES),
         )
 
 
