@@ -364,10 +364,15 @@ def runs_triton(device: torch.device) -> bool:
 
 
 class Matmul:
-    """`kernels.matmul`: a Dispatcher loaded on first use from `load(path)` or $FARM_BEST_CONFIGS."""
+    """`kernels.matmul`: a Dispatcher loaded on first use from `load(path)` or $FARM_BEST_CONFIGS.
+
+    The torch op names it, not its dispatcher (`op_id`): a function that torch.compile traces before
+    anything was loaded runs the op, and the op loads the dispatcher when it first runs, outside the
+    trace (building one inside it is a graph break)."""
 
     def __init__(self) -> None:
         self._dispatcher: Dispatcher | None = None
+        self.op_id = op.register(self)
 
     def load(
         self, path: str | Path, *, gpu_name: str | None = None, objective: str | None = None
@@ -382,6 +387,11 @@ class Matmul:
             self._dispatcher = Dispatcher.load(path) if path else Dispatcher(None)
         return self._dispatcher
 
+    def run(self, a: torch.Tensor, b: torch.Tensor, objective: str) -> torch.Tensor:
+        return self.dispatcher.run(a, b, objective)
+
+    default_objective = staticmethod(default_objective)
+
     def __call__(
         self,
         a: torch.Tensor,
@@ -391,7 +401,11 @@ class Matmul:
         objective: str | None = None,
     ) -> torch.Tensor:
         """torch.matmul(a, b, out=out) through the loaded dispatcher; `objective` as Dispatcher's."""
-        return self.dispatcher(a, b, out=out, objective=objective)
+        if objective is not None:
+            check_objective(objective)
+        elif self._dispatcher is not None:
+            objective = self._dispatcher.objective
+        return op.matmul(self, a, b, out=out, objective=objective)
 
 
 matmul = Matmul()

@@ -255,3 +255,21 @@ def test_the_fake_gives_the_shape():
     with FakeTensorMode():
         c = farm_matmul(torch.empty(20, 24), torch.empty(24, 18), 0, "eager")
     assert (c.shape, c.dtype) == ((20, 18), torch.float32)
+
+
+def test_torch_compile_of_kernels_matmul_before_it_loaded_its_file(best, launched, monkeypatch):
+    """A compiled model's first call may be kernels.matmul's first: the op loads the file when it runs,
+    after tracing (building a dispatcher inside the trace would break the graph). Gradients flow."""
+    monkeypatch.setenv(kernels.dispatch.BEST_CONFIGS_ENV, str(best))
+    fresh = kernels.dispatch.Matmul()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: fresh(x, y).sum(), fullgraph=True, backend="aot_eager")
+    a, b = _t(3, 8, 24).requires_grad_(), _t(24, 18).requires_grad_()
+    compiled(a, b).backward()
+    assert fresh._dispatcher is not None
+    assert [(s_a, s_b, objective) for _, s_a, s_b, objective in launched] == [
+        ((24, 24), (24, 18), "kernel"),  # forward
+        ((24, 18), (18, 24), "kernel"),  # dA = dC @ B^T
+        ((24, 24), (24, 18), "kernel"),  # dB = A^T @ dC
+    ]
+    assert relative_error(a.grad, torch.ones(3, 8, 18) @ b.detach().T) <= 2 * tolerance(torch.float32, 18)
