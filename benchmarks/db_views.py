@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from db import queries, schema, summaries
 from db.engine import make_engine
 from db.models import Measurement
-from db.records import MEASUREMENT_FIELDS
+from db.records import MEASUREMENT_FIELDS, eager_ms
 from db.schema import open_engine
 from db.writes import environment_id, finish_sweep, start_sweep
 from tools.sample_db import H200
@@ -165,6 +165,7 @@ def _row(env_id, sweep_id, backend, point, status, ms, rng) -> tuple:
         "reps": 100 if ms else None,
         "stream_ms": ms and ms * 0.99,
         "host_ms": ms and ms * 1.05,
+        "eager_ms": eager_ms(ms and ms * 0.99, ms and ms * 1.05),  # its stream and host times' rule
         "timing_regime": "steady" if ms else "",
         "tflops": ms and 2 * m * n * k / ms / 1e9,
         "rel_err": rng.uniform(1e-4, 3e-3) if ms else None,
