@@ -6,7 +6,9 @@ each claim in the transaction that writes the point's row (`release`), or all of
 ends (`release_all`). A claim lives as long as its sweep's heartbeat: the driver refreshes its sweep's
 heartbeat_at (`heartbeat`) while it runs, and a claim of a sweep that is no longer running, or whose
 heartbeat is older than STALE_AFTER_S, has expired (`reap`: the next sweep that opens the database marks
-such a dead sweep `interrupted` and deletes its claims; `claim` ignores expired claims too).
+such a dead sweep `interrupted` and deletes its claims; `claim` ignores expired claims too). A running
+sweep of this host whose driver process is gone (its pid) is dead at once: a sweep resumed right after
+a kill -9 measures what the killed one had claimed instead of waiting out its heartbeat.
 
 Claims are per environment: two sweeps on different GPUs measure the same point each. A sweep that
 measures what no run holds yet claims with run = 0, so every such sweep competes for one claim per
@@ -18,6 +20,8 @@ Every function takes the caller's Session and neither commits nor rolls back (as
 from __future__ import annotations
 
 import collections
+import os
+import socket
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -74,25 +78,47 @@ def _stale(now: datetime):
 
 
 def reap(session: Session, now: datetime | None = None) -> list[int]:
-    """Mark dead sweeps (running, heartbeat stale) interrupted and delete every expired claim; returns the
-    ids of the sweeps marked. A new sweep calls it when it opens the database."""
+    """Mark dead sweeps (running, heartbeat stale or, on this host, process gone) interrupted and delete
+    every expired claim; returns the ids of the sweeps marked. A new sweep calls it when it opens the
+    database."""
     now = now or utcnow()
     cutoff = now - timedelta(seconds=STALE_AFTER_S)
-    dead = list(
-        session.scalars(
-            select(Sweep.id).where(
-                Sweep.status == SweepStatus.RUNNING,
-                or_(Sweep.heartbeat_at.is_(None), Sweep.heartbeat_at < cutoff),
-            )
-        )
+    stale = select(Sweep.id).where(
+        Sweep.status == SweepStatus.RUNNING, or_(Sweep.heartbeat_at.is_(None), Sweep.heartbeat_at < cutoff)
     )
-    if dead:
-        session.execute(
-            update(Sweep).where(Sweep.id.in_(dead)).values(status=SweepStatus.INTERRUPTED, finished_at=now)
-        )
+    dead = sorted({*session.scalars(stale), *_gone_here(session)})
+    _interrupted(session, dead, now)
     live = select(Sweep.id).where(~_stale(now))
     session.execute(delete(Claim).where(Claim.sweep_id.not_in(live)))
     return dead
+
+
+def _interrupted(session: Session, sweep_ids: list[int], now: datetime) -> None:
+    if sweep_ids:
+        session.execute(
+            update(Sweep)
+            .where(Sweep.id.in_(sweep_ids))
+            .values(status=SweepStatus.INTERRUPTED, finished_at=now)
+        )
+
+
+def _gone_here(session: Session) -> list[int]:
+    """Running sweeps of this host whose driver process no longer exists (a pid reused by another process
+    counts as alive: its heartbeat then decides)."""
+    here = select(Sweep.id, Sweep.pid).where(
+        Sweep.status == SweepStatus.RUNNING, Sweep.host == socket.gethostname(), Sweep.pid.is_not(None)
+    )
+    return [sweep_id for sweep_id, pid in session.execute(here) if pid != os.getpid() and not _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # no signal: whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def claim(
@@ -116,6 +142,7 @@ def claim(
     now = now or utcnow()
     keys = sorted(set(keys))
     out = Claimed()
+    _interrupted(session, _gone_here(session), now)  # their claims expire below
     env_ids = sorted({int(e) for e in environment_ids})
     if not keys or not env_ids:
         return out

@@ -30,6 +30,7 @@ from db.models import POINT, POINT_KEY, Environment, Measurement, Sweep
 from db.records import utcnow
 from db.schema import open_engine
 from db.summaries import Group, mark_sweeps, refresh
+from db.writes import serialize_writers
 
 # Rows per INSERT: 500 rows x 44 columns = 22,000 bound parameters, under SQLite's limit of 32,766
 # and PostgreSQL's 65,535 (db.writes chooses the same).
@@ -104,6 +105,7 @@ def _insert(conn: Connection, table: Table):
 
 
 def _merge_one(read: Connection, write: Connection, summary: MergeSummary) -> None:
+    serialize_writers(write)  # a running sweep's flushes wait for this source's transaction
     env_ids = _environments(read, write, summary)
     sweep_ids = _sweeps(read, write, summary)
     _measurements(read, write, env_ids, sweep_ids, summary)

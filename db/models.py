@@ -180,6 +180,9 @@ class Sweep(Base):
     # Refreshed by the running driver (db.claims.heartbeat): a running sweep whose heartbeat is stale
     # has died, its claims expire and the next sweep marks it interrupted (revision 0006).
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The driver's process id on `host`: a running sweep of this host whose process is gone died (a kill
+    # -9, a crash), and a resume right after it need not wait out the heartbeat (revision 0006).
+    pid: Mapped[int | None]
 
     __table_args__ = (CheckConstraint(_in("status", SweepStatus), name="status"),)
 

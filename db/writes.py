@@ -8,6 +8,7 @@ leaves whole batches or nothing).
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -15,7 +16,7 @@ from enum import StrEnum
 from itertools import chain
 from typing import Any
 
-from sqlalchemy import Table, bindparam, select, text
+from sqlalchemy import Connection, Table, bindparam, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -56,6 +57,20 @@ _OLDER_RUNS = text(
     ":code_version AND variant = :variant AND dtype = :dtype AND m = :m AND n = :n AND k = :k "
     "AND config_key = :config_key AND sweep_id <> :sweep_id AND latest = 1"
 )
+
+
+# PostgreSQL: writers of measurements take this transaction-level advisory lock first, so two sweeps
+# (or a sweep and a merge) never refresh the same summary group at once. Each refresh deletes a group's
+# rows and inserts them again; under READ COMMITTED a second transaction's DELETE does not see the rows
+# the first just inserted, and its INSERT then fails on their primary key. SQLite serialises writers
+# already (BEGIN IMMEDIATE). A flush holds it for its own 0.05-0.2 s (benchmarks/writer_rate.py).
+_WRITE_LOCK = 0x7F4D_5752
+
+
+def serialize_writers(conn: Connection) -> None:
+    """Wait for the other writers' transactions (PostgreSQL; SQLite's writers queue on BEGIN IMMEDIATE)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_WRITE_LOCK})")
 
 
 def _insert(session: Session, table: Table):
@@ -101,6 +116,7 @@ def start_sweep(session: Session, *, name: str, spec: dict[str, Any], command: s
         host=socket.gethostname(),
         started_at=now,
         heartbeat_at=now,  # db.claims: its claims live while the driver refreshes it
+        pid=os.getpid(),  # and while this process lives, as far as this host can tell
         status=SweepStatus.RUNNING,
         n_points=n_points,
         n_ok=0,
@@ -153,9 +169,10 @@ def upsert_measurements(
     within the batch keeps its last record (PostgreSQL refuses an upsert that touches one row twice
     in one statement). sweep_id None: the unattributed sweep's run (unattributed_sweep).
     """
+    conn = session.connection()
+    serialize_writers(conn)
     if sweep_id is None:
         sweep_id = unattributed_sweep(session)
-    conn = session.connection()
     table = Measurement.__table__
     # Type conversions the driver needs (SQLite: timestamps to text, booleans to 0/1).
     processors = [

@@ -5,6 +5,7 @@ measure each point once, and a dead sweep's claims expire."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
 import time
 from datetime import timedelta
 
@@ -137,6 +138,21 @@ def test_a_dead_sweeps_claims_expire_and_it_is_marked_interrupted(engine: Engine
         )
         assert s.scalars(select(Claim)).all() == []  # the dead sweep's reaped, the new one's released
     assert f"sweep #{dead} had stopped" in capsys.readouterr().err
+
+
+def test_a_sweep_whose_process_is_gone_is_dead_at_once(engine: Engine) -> None:
+    """A driver killed on this host (kill -9): its heartbeat is fresh, but its process is gone, so a sweep
+    resumed right after it measures the points it had claimed."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, _ = _dead_sweep(engine, heartbeat_age_s=0.0)
+    with Session(engine) as s:
+        s.execute(update(Sweep).where(Sweep.id == dead).values(pid=gone.pid))
+        s.commit()
+    result = fakefarm.run(target_of(engine))
+    assert (result.measured, result.claimed_elsewhere) == (fakefarm.TINY_POINTS, 0)
+    with Session(engine) as s:
+        assert s.get(Sweep, dead).status == "interrupted"
 
 
 def test_a_claim_expires_when_its_sweeps_heartbeat_is_stale(engine: Engine) -> None:

@@ -14,9 +14,9 @@ Every row stored before this revision is the only run of its point, so latest = 
 the summaries stay as they are.
 
 Claims: `claims` holds the points running sweeps are about to measure, and sweeps get a heartbeat
-(heartbeat_at), by which a dead sweep's claims expire (db.claims). Sweeps stored before this revision
-take their last known time (finished or started) as their heartbeat, so a sweep left `running` by a
-killed driver counts as dead.
+(heartbeat_at) and their driver's process id (pid), by which a dead sweep's claims expire (db.claims).
+Sweeps stored before this revision take their last known time (finished or started) as their
+heartbeat, so a sweep left `running` by a killed driver counts as dead.
 
 Downgrade: revision 0005 holds one row per point, so the older runs' rows (latest = 0) are deleted
 and each sweep's row count is recounted; the claims and heartbeats are dropped. The unattributed
@@ -105,6 +105,7 @@ def _unattributed_rows() -> None:
 def upgrade() -> None:
     _drop_views(VIEWS_0005)  # SQLite checks the views when batch mode renames the rebuilt table
     op.add_column("sweeps", sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("sweeps", sa.Column("pid", sa.Integer(), nullable=True))
     op.execute("UPDATE sweeps SET heartbeat_at = COALESCE(finished_at, started_at)")
     _unattributed_rows()
     with op.batch_alter_table("measurements") as batch:
@@ -156,5 +157,6 @@ def downgrade() -> None:
             bind.execute(sa.text(f"UPDATE {table} SET sweep_id = NULL WHERE sweep_id = :s"), {"s": sweep_id})
         bind.execute(sa.text("DELETE FROM sweep_counts WHERE sweep_id = :s"), {"s": sweep_id})
         bind.execute(sa.text("DELETE FROM sweeps WHERE id = :s"), {"s": sweep_id})
+    op.drop_column("sweeps", "pid")
     op.drop_column("sweeps", "heartbeat_at")
     _create_views(VIEWS_0005)
