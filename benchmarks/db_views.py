@@ -37,7 +37,7 @@ from db.writes import environment_id, finish_sweep, start_sweep
 from tools.sample_db import H200
 
 BASE = H200  # the sample H200 every benchmark and test uses (tools/sample_db.py)
-# (environment, share of the rows): two H200 hosts with different torch (what compare_sweeps is for),
+# (environment, share of the rows): two H200 hosts with different torch (what compare_runs is for),
 # an H100, an A100, and a sliver of interpreter rows from CI.
 ENVIRONMENTS = (
     (BASE, 0.3),
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu, dtype = "NVIDIA H200", "bfloat16"
     with engine.connect() as conn:
         env_ids = [int(i) for i in queries.environments(conn).id]
-        # Two sweeps over the same shapes on the two H200 hosts (what compare_sweeps is for): the
+        # Two sweeps over the same shapes on the two H200 hosts (what compare_runs is for): the
         # second host's first sweep, and the first host's sweep holding that sweep's first shape.
         sweep_b = int(queries.sweeps(conn).query("name == 'bench-2-0'").id.iloc[0])
         sweep_a = (
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         ("grouping_effect (gpu, dtype)", lambda c: queries.grouping_effect(c, gpu_name=gpu, dtype=dtype)),
         ("vs_cublas (gpu, dtype)", lambda c: queries.vs_cublas(c, gpu_name=gpu, dtype=dtype)),
         ("accuracy (gpu, dtype)", lambda c: queries.accuracy(c, gpu_name=gpu, dtype=dtype)),
-        ("compare_sweeps (25k-point sweeps)", lambda c: queries.compare_sweeps(c, sweep_a, sweep_b)),
+        ("compare_runs (25k-point sweeps)", lambda c: queries.compare_runs(c, sweep_a, sweep_b)),
         ("summary", queries.summary),
         ("filter_options", queries.filter_options),
         ("sweeps", queries.sweeps),

@@ -427,34 +427,6 @@ def environments(conn: Connection) -> pd.DataFrame:
     return normalize(df.merge(counts, on="id", how="left").fillna({"n_measurements": 0}))
 
 
-_POINT = ("gpu_name", "variant", "dtype", "m", "n", "k", "config_key")
-
-
-def compare_sweeps(conn: Connection, sweep_a: int, sweep_b: int) -> pd.DataFrame:
-    """Sweep b against sweep a on every ok point both hold (same GPU model, variant, dtype, shape, config).
-
-    ratio = ms_a / ms_b (> 1: b is faster). verdict: "same" when the p20-p80 intervals overlap
-    (ten do_bench medians of one point on an H200 differ by 2-3%), else "faster" or "slower" for b.
-    The Compare page's until it moves to compare_runs (ratio there is b over a: ratio_b_over_a).
-    """
-    r = view("run_results")
-    cols = [r.c[c] for c in (*_POINT, "ms", "ms_p20", "ms_p80", "sweep_id", "id")]
-    stmt = select(*cols).where(*conditions(r, sweep_id=(sweep_a, sweep_b), status="ok"), r.c.ms.is_not(None))
-    df = frame(conn, stmt).sort_values(["ms", "id"])
-    # One row per point and sweep: a sweep over several hosts with one GPU model can hold two.
-    df = df.drop_duplicates([*_POINT, "sweep_id"]).drop(columns="id")
-    a = df[df.sweep_id == sweep_a].drop(columns="sweep_id")
-    b = df[df.sweep_id == sweep_b].drop(columns="sweep_id")
-    out = a.merge(b, on=list(_POINT), suffixes=("_a", "_b"))
-    out["ratio"] = out.ms_a / out.ms_b
-    lo_a, hi_a = out.ms_p20_a.fillna(out.ms_a), out.ms_p80_a.fillna(out.ms_a)
-    lo_b, hi_b = out.ms_p20_b.fillna(out.ms_b), out.ms_p80_b.fillna(out.ms_b)
-    overlap = (lo_a <= hi_b) & (lo_b <= hi_a)
-    faster = out.ms_b < out.ms_a
-    out["verdict"] = ["same" if o else ("faster" if f else "slower") for o, f in zip(overlap, faster)]
-    return out.sort_values(list(_POINT)).reset_index(drop=True)
-
-
 # ---- two runs (sweeps) of the same study ----
 
 # What pairs two runs' rows: the point without its environment and code version (a run on another host
