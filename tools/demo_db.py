@@ -1,16 +1,15 @@
 """Build the demo databases that `farm dashboard` opens when there are no results of one's own.
 
-    python tools/demo_db.py GROUPING_RUN1 GROUPING_RUN2 SPLITK [--llm LLM ...] [--out dashboard/demo]
+    farm sweep --preset grouping --db grouping.db && farm sweep --preset grouping --db grouping.db --repeat
+    farm sweep --preset splitk --db splitk.db
+    python tools/demo_db.py grouping.db splitk.db [--llm LLM ...] [--out dashboard/demo]
 
-writes two files (three with --llm):
-- `h200.db`: every source merged with the farm's own `farm db merge` (db.merge). The two grouping
-  runs measured the same points in the same environment and code version, so the merge keeps run 2's
-  rows (the newer) and run 1's sweep row with none of its own; `h200-grouping-run1.db` keeps run 1,
-  for the run-to-run comparison in docs/findings.md.
-- `h200-grouping-run1.db`: a copy of run 1.
-- `h200-llm.db`: the llm preset's sources merged (a sweep stopped and resumed, and the two
-  runs of the points a planning fix added; docs/findings.md section 3). A file of its own: four of
-  its shapes are also on the grouping grid (1024 and 8192 tokens at 4096 x 4096 and 6144 x 4096),
+writes one file (two with --llm):
+- `h200.db`: every source merged with the farm's own `farm db merge` (db.merge), every run kept: the
+  grouping preset's two runs (the second made with `--repeat`) sit side by side, so the Compare page
+  and docs/findings.md read the run-to-run difference from the demo itself.
+- `h200-llm.db`: the llm preset's sources merged (docs/findings.md section 3). A file of its own: four
+  of its shapes are also on the grouping grid (1024 and 8192 tokens at 4096 x 4096 and 6144 x 4096),
   and its configs there (group_m 8 only, 4 stages) would change that grid's best configs.
 
 All are VACUUMed and left in rollback-journal mode (journal_mode=DELETE): a WAL database needs its
@@ -61,15 +60,13 @@ def upgrade_in_place(path: Path) -> int:
     return compact(path)
 
 
-def build(run1: Path, run2: Path, splitk: Path, out: Path, llm: list[Path] = ()) -> dict[str, int]:
+def build(sources: list[Path], out: Path, llm: list[Path] = ()) -> dict[str, int]:
     out.mkdir(parents=True, exist_ok=True)
-    names = ["h200.db", "h200-grouping-run1.db"]
+    names = ["h200.db"]
     with tempfile.TemporaryDirectory() as tmp:
-        copies = _copies([run1, run2, splitk], Path(tmp))
         merged = Path(tmp) / "h200.db"
-        print(merge([str(s) for s in copies], str(merged)))
+        print(merge([str(s) for s in _copies(sources, Path(tmp) / "main")], str(merged)))
         shutil.copyfile(merged, out / "h200.db")
-        shutil.copyfile(copies[0], out / "h200-grouping-run1.db")
         if llm:
             merged = Path(tmp) / "h200-llm.db"
             print(merge([str(s) for s in _copies(llm, Path(tmp) / "llm")], str(merged)))
@@ -91,7 +88,7 @@ def _copies(sources: list[Path], folder: Path) -> list[Path]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("sources", nargs="*", type=Path, help="grouping run 1, grouping run 2, split-K")
+    p.add_argument("sources", nargs="*", type=Path, help="the sweeps' databases (grouping runs, split-K)")
     p.add_argument("--llm", nargs="+", type=Path, default=[], help="the llm preset's databases")
     p.add_argument("--out", type=Path, default=DEMO)
     p.add_argument(
@@ -100,10 +97,10 @@ def main() -> None:
     args = p.parse_args()
     if args.upgrade:
         sizes = {path.name: upgrade_in_place(path) for path in sorted(args.out.glob("*.db"))}
-    elif len(args.sources) == 3:
-        sizes = build(*args.sources, args.out, args.llm)
+    elif args.sources:
+        sizes = build(args.sources, args.out, args.llm)
     else:
-        p.error("give the three source databases (or --upgrade)")
+        p.error("give the source databases (or --upgrade)")
     for name, size in sizes.items():
         print(f"{name:28} {size / 2**20:6.2f} MiB")
 
