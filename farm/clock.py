@@ -53,7 +53,7 @@ LAUNCH_LABEL = "farm_launch_"
 # Host poll period while a block runs, to sample the SM clock through NVML (tens of us a read).
 POLL_S = 0.002
 # Counter updates a block's energy needs: two whole intervals. NVML's energy counter moves about
-# every 100 ms on an H200 (visit 38: median 98.6 ms, some 14 ms apart), so a block's two end
+# every 100 ms on an H200 (median 98.6 ms, some 14 ms apart), so a block's two end
 # readings are off by up to one update: 0.33 s blocks of one steady matmul read 623-806 W (CV
 # 10.7%), high with four updates inside, low with three. Between the first and the last update
 # seen, the counter holds whole updates only: 662-720 W (CV 2.2%) over the same blocks.
@@ -126,11 +126,11 @@ class Block:
 
 class EnergyPoller:
     """NVML's energy counter read over and over in a thread from before a block is queued until it
-    ends: queueing a block of short kernels under the profiler takes most of its 300 ms (visit 39:
+    ends: queueing a block of short kernels under the profiler takes most of its 300 ms (when
     polled from the host's wait alone, 10 of 221 at-limit points saw two whole updates), and an
-    energy read takes 3.5-4.3 ms (visit 38) that the queueing thread cannot spare. NVML calls
-    release the GIL. Each reading is stamped when it starts: a read's fixed latency cancels in
-    the differences that EnergyUpdates takes."""
+    energy read takes 3.5-4.3 ms (docs/results/energy_probe.csv) that the queueing thread cannot
+    spare. NVML calls release the GIL. Each reading is stamped when it starts: a read's fixed
+    latency cancels in the differences that EnergyUpdates takes."""
 
     def __init__(self, meter: Meter):
         self.updates = EnergyUpdates()
@@ -230,7 +230,7 @@ class Activity:
 def activities(prof) -> list[Activity]:
     """A finished torch.profiler session's events, from Kineto's raw results. torch's own
     `prof.events()` builds a FunctionEvent tree first: 3.4-4.0 s for one interleaved batch of 48
-    configs (about 87,000 events), twice the 2.0 s of its GPU blocks (visit 24, protocol_cost.py);
+    configs (about 87,000 events), twice the 2.0 s of its GPU blocks (H200);
     reading the raw events is a few method calls per event. Falls back on events() where a torch
     has no raw results."""
     results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
@@ -394,8 +394,8 @@ class CudaClock:
         Why: a round of the interleaved regime is tens of launches of 20 us - 1 ms kernels, and a
         block's own readings cost it about 10 ms besides its GPU work when it read the counter at
         its two ends (3.2-4.4 ms a read; other NVML reads 0.01-0.04 ms) and up to 2 ms of polling
-        step (visit 17). And the counter moves in steps of about 100 ms (visit 38), too coarse for
-        a round: 44 of 136 blocks of 20 ms and less read 0 J (visit 14, `_joules`)."""
+        step (H200). And the counter moves in steps of about 100 ms (docs/design.md, "Energy"), too
+        coarse for a round: 44 of 136 blocks of 20 ms and less read 0 J in one sweep (`_joules`)."""
         span = Readings(0.0)
         self._in_span = True
         energy0, t0 = self.meter.energy_mj(), time.perf_counter()
@@ -541,7 +541,7 @@ class CudaClock:
 
 def _joules(energy0_mj: int | None, energy1_mj: int | None) -> float | None:
     """Energy of a block from NVML's counter, None where it did not advance: the counter moves in
-    steps (44 of 136 rows of visit 14's grouping sweep, blocks of 20 ms and less, read 0 J), and a
+    steps (44 of 136 rows of one grouping sweep on an H200, blocks of 20 ms and less, read 0 J), and a
     block it did not tick in has an unknown energy, not none."""
     if energy0_mj is None or energy1_mj is None or energy1_mj <= energy0_mj:
         return None

@@ -91,7 +91,7 @@ class Timing(_Strict):
     regime: Literal["steady", "interleaved", "rest"] = "steady"
     # steady: the longest a config at the power limit runs before its measured block; the default
     # (20 ms, the sub-block that finds the limit) settles nothing: settling steadied nothing on an
-    # H200 and cost 1.9 s a config (docs/perf-notes.md, visits 28-29)
+    # H200 and cost 1.9 s a config (docs/design.md, "No settling at the power limit")
     max_settle_s: float = Field(default=0.02, gt=0)
     # steady: passes at least for a config at the power limit (each about 0.5 s on an H200)
     limit_passes: PositiveInt = 1

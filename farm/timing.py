@@ -10,7 +10,7 @@
   1.01-1.05; blocks of 20 back-to-back launches (260 ms) gave 1.14-1.17. At 8192 even 32 ms
   blocks stayed at 0.98-1.05 against 1.05-1.09: what counts is time on the limiter's scale
   (hundreds of ms), not a launch count. The GPU drew 684-692 W against its 700 W limit.
-  Why no settling by default (bench/limit_window.py, docs/perf-notes.md visits 28-29): settling
+  Why no settling by default (docs/design.md, "No settling at the power limit"): settling
   at the limit until NVML's mean clock stopped moving (0.4-1.5 s) cost 1.9 s a config and made
   times and gains no steadier: over 6 alternating rounds at 8192-16384, settled 300 ms blocks
   repeated to 1.14% a config and 0.022 a gain, unsettled ones to 0.99% and 0.017 in 0.5 s a
@@ -122,14 +122,14 @@ class TimingPolicy:
     sub_block_s: float = 0.1
     measure_block_s: float = 0.1
     # At the limit the measured block is longer, so that one pass holds every sample: 300 ms, as
-    # the do_bench run (rep 300 ms) bench/fidelity.py takes for its reference. All its launches
+    # the do_bench run (rep 300 ms) benchmarks/fidelity.py takes for its reference. All its launches
     # are samples: its last 100 alone (90-180 ms of a 300 ms block at 8192) repeated to 4.75% a
-    # config across rounds, all of them to 3.44% (visit 28).
+    # config across rounds, all of them to 3.44% (H200, docs/results/limit_window.csv).
     limit_block_s: float = 0.3
     # Settling at the limit: sub-blocks until this much has run. The default, one first sub-block,
     # settles nothing (see the module docstring: settling cost 1.9 s a config and steadied
     # nothing). Above it, sub-blocks of sub_block_s run until the mean SM clock of two in a row
-    # agrees within clock_tol after at least min_settle_s (H200, 16384^3, visit 12: stopping at
+    # agrees within clock_tol after at least min_settle_s (H200, 16384^3: stopping at
     # the first two agreeing 100 ms sub-blocks left group_m 8 at 1582 MHz where 1 s blocks settled
     # at 1422 MHz); NVML's clock moves in 15 MHz steps (1% at 1500 MHz), so the mean of the ~20
     # samples per sub-block is compared.
@@ -140,17 +140,17 @@ class TimingPolicy:
     power_headroom: float = 0.95
     min_passes: int = 2
     # Passes at least for a config at the limit. One by default: two settled 300 ms passes per
-    # round repeated no better than one (gain sd 0.053 against 0.030 over 5 rounds, visit 28).
+    # round repeated no better than one (gain sd 0.053 against 0.030 over 5 rounds, H200).
     limit_passes: int = 1
     max_passes: int = 20
     # rest: host seconds the GPU idles before each single launch.
     rest_s: float = 1.0
     # Energy is stored only for a point metered this long. NVML's energy counter moves about every
-    # 100 ms (visit 38), integrating power it samples 25 ms out of every 100 ms on A100/H100-class
-    # GPUs (arXiv 2312.02741). A block reads it between the first and the last update seen while
-    # it runs (farm.clock.EnergyUpdates: two whole updates at least, 0.15-0.3 s of a config's
+    # 100 ms (docs/design.md, "Energy"), integrating power it samples 25 ms out of every 100 ms on
+    # A100/H100-class GPUs (arXiv 2312.02741). A block reads it between the first and the last update
+    # seen while it runs (farm.clock.EnergyUpdates: two whole updates at least, 0.15-0.3 s of a config's
     # 300 ms block at the limit); a metered span of rounds (interleaved) reads it at its two ends,
-    # off by up to one update over the whole span (0.1 s in a batch's 1-5 s). Visits 30-31 read
+    # off by up to one update over the whole span (0.1 s in a batch's 1-5 s). Two sweeps that read
     # each block's two ends over 0.3 s or more: 12 points in both sweeps differed by a median 9%.
     min_metered_s: float = 0.15
     # Seconds of each point's own energy window, for a point without an energy reading of its
@@ -300,8 +300,8 @@ def time_interleaved(
     """Rounds that launch every unfinished launcher once, in a fresh random order, all in one
     profiler session (no profiler start and stop between rounds: the GPU would idle for them).
     The rounds run in one metered span: the energy counter is read at its two ends, not around
-    every round (two reads cost 6.4-8.8 ms, visit 17, often more than a round's launches: visit
-    23's stream-K sweep ran 3x slower than in visits 7-9). The span's energy and time are
+    every round (two reads cost 6.4-8.8 ms on an H200, often more than a round's launches: a stream-K
+    sweep that read them per round ran 3x slower). The span's energy and time are
     shared by the points in proportion to their summed stream time, as each round's were by its
     launches."""
     points = [_Point() for _ in launches]
@@ -436,7 +436,7 @@ def time_steady(
     pass one each config takes settling sub-blocks and one profiled, measured block. A config that
     settled at once below the power limit has a clock power does not hold: in later passes such
     configs share measured blocks, each config's launches back to back in a fresh random order,
-    instead of paying a block's fixed cost each (about 30 ms on an H200 in visit 17: two NVML
+    instead of paying a block's fixed cost each (about 30 ms on an H200: two NVML
     energy reads of 4.4 ms then, the head-start sleep, the sync). A config at the limit takes its
     first sub-block again in every pass it takes (whatever ran in between moved the limiter), and
     settles where max_settle_s allows: one long measured block, one pass where the stop rule
@@ -448,7 +448,7 @@ def time_steady(
     most_per_block = max(per_block, math.ceil(policy.max_reps / policy.min_passes))
     passes = 0
     # One profiler session for the batch: a session per measured block cost about 150 ms of idle
-    # GPU each (visit 14: 0.5 s per point below the power limit, the splitk preset unfinished in
+    # GPU each (H200: 0.5 s per point below the power limit, the splitk preset unfinished in
     # 420 s); settling sub-blocks run in it unrecorded.
     with _session(clock):
         if getattr(clock, "power_limited", True):  # the interpreter's clock needs no sizing
@@ -518,7 +518,7 @@ def _screen(points: list[_Point], launches, host_s, clock, policy: TimingPolicy)
     """Is the whole batch below the power limit? One unprofiled run of every config back to back,
     `screen_s` each (together at least first_sub_block_s, what one config's first sub-block needs
     to be judged): if no block of it met the limit, every config is marked below it and skips
-    settling. Visit 16: the splitk preset's configs below the limit paid 0.33-0.4 s each, two
+    settling. Before it, the splitk preset's configs below the limit paid 0.33-0.4 s each, two
     thirds of it the fixed cost of their own settling and measured blocks (about 30 ms each)."""
     each_s = max(policy.screen_s, policy.first_sub_block_s / len(points))
     chunks = [
@@ -592,7 +592,7 @@ def _steady_block(p: _Point, launch: Launch, host_s: float, clock, policy, fewes
         for h in history[-2:]:
             p.meter(h.readings)
         # A config at the limit takes all its samples at once, in one block that fills
-        # limit_block_s whatever max_reps (visit 22's splitk preset capped 0.7 ms kernels at 100
+        # limit_block_s whatever max_reps (the splitk preset once capped 0.7 ms kernels at 100
         # launches, 73 ms: no config reached min_metered_s), one pass where the stop rule allows.
         n = max(launches_in(policy.limit_block_s, p.launch_s, MAX_LIMIT_BLOCK_LAUNCHES), fewest)
     else:

@@ -41,10 +41,10 @@ class TunedEntry:
     ms: float
     config: MatmulConfig
     tflops: float | None = None
-    # The launcher's host time a call, where it was measured (the farm's host_ms; bench/vs_libraries.py's
+    # The launcher's host time a call, where it was measured (the farm's host_ms; benchmarks/vs_libraries.py's
     # tuning): an eager caller of a short product waits for it (`kernels.dispatch.Candidate.eager_wait_ms`).
     host_ms: float | None = None
-    # The product's GPU time alone (CUDA graphs, L2 flushed), where measured (bench/vs_libraries.py's
+    # The product's GPU time alone (CUDA graphs, L2 flushed), where measured (benchmarks/vs_libraries.py's
     # tuning): what the kernel itself costs, where `ms` (eager) also holds the launcher's host time.
     gpu_ms: float | None = None
     # What an eager caller waited for per call at this shape, where measured (the farm's eager_ms: the
