@@ -1,15 +1,15 @@
 """Does the farm's eager-objective pick serve an eager caller at least as well as a serial autotune loop's?
 
     farm sweep --spec benchmarks/eager_pick.yaml --db farm.db
-    python benchmarks/serial_loop.py --spec benchmarks/eager_pick.yaml --db serial.db
-    farm export-best --db farm.db --objective eager --out farm.json
-    farm export-best --db serial.db --objective kernel --out serial.json   # its ms is do_bench's
-    python benchmarks/eager_pick.py farm.json serial.json --out docs/results/eager_pick.csv
+    python tools/serial_loop.py --spec benchmarks/eager_pick.yaml --db serial.db
+    python benchmarks/eager_pick.py farm.db serial.db --out docs/results/eager_pick.csv
 
 The question: an eager caller (no CUDA graphs) waits for the longer of a call's GPU time and its
 launcher's host time. A farm that ranks by kernel time alone picked, at 2500^3, a kernel 0.49x as fast
-called eagerly as the pick of a serial compile + do_bench loop over the same points. With the eager
-objective the farm ranks by what that caller waits for; this script times both picks of every shape
+called eagerly as the pick of a serial compile + do_bench loop over the same points. The farm's pick is
+`farm best --objective eager`'s winner of each shape (least eager_ms, what that caller waits for); the
+loop's is its least do_bench median (`--objective kernel` on its database: its ms is do_bench's, which
+holds the host time). This script times both picks of every shape
 in one process, eagerly (do_bench's median, L2 flushed), in rounds that alternate the two so that both
 see the same clocks, and on the GPU alone (CUDA graphs, L2 flushed) beside it.
 ratio = serial pick's eager time / the farm pick's: at least 1 where the farm's pick is as fast.
@@ -31,8 +31,10 @@ if __package__ in (None, ""):
 
 import torch
 
+from db import queries
+from db.export import reading
 from kernels import DTYPES, get_variant
-from kernels.tuned import TunedConfigs, TunedEntry
+from kernels.tuned import TunedEntry, stored_config
 from tools.gpu_methods import Flush, do_bench_us
 from tools.provenance import write_meta
 
@@ -40,8 +42,24 @@ COLUMNS = ("m", "n", "k", "dtype", "farm_pick", "serial_pick", "farm_eager_us", 
            "ratio_serial_over_farm", "farm_gpu_us", "serial_gpu_us")  # fmt: skip
 
 
-def picks(path: str) -> dict[tuple, TunedEntry]:
-    return {(e.dtype, e.m, e.n, e.k): e for e in TunedConfigs.load(path).entries}
+def picks(target: str, objective: str) -> dict[tuple, TunedEntry]:
+    """Each shape's winner in the database `target` for `objective` (db.queries.best_configs)."""
+    with reading(target) as conn:
+        best = queries.best_configs(conn, objective=objective)
+    winners = best.groupby(["gpu_name", "dtype", "m", "n", "k"], sort=False).head(1)
+    return {
+        (r["dtype"], r["m"], r["n"], r["k"]): TunedEntry(
+            r["gpu_name"],
+            r["dtype"],
+            int(r["m"]),
+            int(r["n"]),
+            int(r["k"]),
+            r["variant"],
+            float(r["ms"]),
+            stored_config(r, r["config_key"]),
+        )
+        for r in winners.to_dict("records")
+    }
 
 
 def bound(e: TunedEntry, a: torch.Tensor, b: torch.Tensor):
@@ -56,12 +74,12 @@ def label(e: TunedEntry) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("farm", help="best configs exported from the farm's sweep (--objective eager)")
-    parser.add_argument("serial", help="best configs exported from the serial loop's database")
+    parser.add_argument("farm", help="the farm sweep's results database")
+    parser.add_argument("serial", help="the serial loop's results database (tools/serial_loop.py)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "eager_pick.csv"))
     args = parser.parse_args(argv)
-    farm, serial = picks(args.farm), picks(args.serial)
+    farm, serial = picks(args.farm, "eager"), picks(args.serial, "kernel")
     flush = Flush()
     rows = []
     for key in sorted(farm.keys() & serial.keys()):
