@@ -1,0 +1,32 @@
+"""The repository reads as a product: a README a user reads through, current results only, no notebook."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+README_MAX_CHARS = 15_000  # a user's page, not a notebook: what it is, how to use it, where the why lives
+RESULTS_MAX_FILES = 25  # docs/results holds current results only, each written by a maintained benchmark
+
+
+def test_readme_is_at_most_15000_characters() -> None:
+    size = len((REPO / "README.md").read_text())
+    assert size <= README_MAX_CHARS, f"README.md is {size:,} characters, over {README_MAX_CHARS:,}"
+
+
+def test_results_folder_holds_at_most_25_files_each_with_its_provenance() -> None:
+    files = sorted(p for p in (REPO / "docs" / "results").iterdir() if p.is_file())
+    assert 0 < len(files) <= RESULTS_MAX_FILES, [p.name for p in files]
+    line = re.compile(r"# command: .+; gpu: .+; driver: .+; torch: .+; triton: .+; date: \d{4}-\d\d-\d\d\b.*")
+    for data in (p for p in files if p.suffix == ".csv"):
+        meta = data.with_name(data.name + ".meta")
+        assert meta.is_file(), f"{data.name} has no provenance sidecar {meta.name}"
+        assert line.fullmatch(meta.read_text().strip()), f"{meta.name}: {meta.read_text()!r}"
+    assert not any(re.search(r"visit\d", p.name) for p in files)
+
+
+def test_no_notebook_and_no_old_results_folder() -> None:
+    assert not (REPO / "docs" / "perf-notes.md").exists()
+    assert not (REPO / "docs" / "bench").exists()
+    assert not (REPO / "bench").exists()
