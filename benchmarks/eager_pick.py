@@ -20,7 +20,6 @@ empty Triton cache; the serial loop reuses the farm's compiled kernels).
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import sys
@@ -36,7 +35,7 @@ from db.export import reading
 from kernels import DTYPES, get_variant
 from kernels.tuned import TunedEntry, stored_config
 from tools.gpu_methods import Flush, do_bench_us
-from tools.provenance import write_meta
+from tools.provenance import write_results
 
 COLUMNS = ("m", "n", "k", "dtype", "farm_pick", "serial_pick", "farm_eager_us", "serial_eager_us",
            "ratio_serial_over_farm", "farm_gpu_us", "serial_gpu_us")  # fmt: skip
@@ -102,12 +101,7 @@ def main(argv: list[str] | None = None) -> None:
             "farm_gpu_us": round(gpu.get("farm", float("nan")), 2),
             "serial_gpu_us": round(gpu.get("serial", float("nan")), 2),
         })  # fmt: skip
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    write_meta(args.out)
+    write_results(args.out, COLUMNS, rows)
     for row in rows:
         print(*(row[c] for c in COLUMNS), sep="  ")
 

@@ -21,7 +21,6 @@ then the calls: about two minutes on an H200 for the three default shapes.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ import torch
 
 from kernels import MatmulConfig
 from tools.gpu_methods import host_us
-from tools.provenance import write_meta
+from tools.provenance import write_results
 
 COLUMNS = ("shape", "variant", "config", "kernels_per_call", "host_us", "torch_matmul_host_us", "ratio", "ok")
 
@@ -54,12 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, us in layers(shape, args.calls):
             print(f"{shape:>15} {us:8.1f} us  layer: {name}")
         rows += variants(shape, args.calls, args.passes)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    write_meta(args.out)
+    write_results(args.out, COLUMNS, rows)
     for r in rows:
         print(*(r[c] for c in COLUMNS), sep="  ")
 

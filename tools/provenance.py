@@ -6,13 +6,16 @@ Every file there has a sidecar `NAME.meta` holding one line,
     #   triton: ...; date: ...   (one line in the file)
 
 so that CSV readers need no change (a sidecar, not a comment row). A benchmark calls `write_meta` beside
-the file it writes; this module is the line's one owner.
+the file it writes (or `write_results`, the CSV and its sidecar together); this module is the line's one
+owner.
 """
 
 from __future__ import annotations
 
+import csv
 import shlex
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,3 +56,13 @@ def write_meta(path: str | Path, command: str | None = None) -> Path:
     meta = Path(f"{path}.meta")
     meta.write_text(provenance(command or this_command()) + "\n")
     return meta
+
+
+def write_results(path: str | Path, columns: Sequence[str], rows: Iterable[Mapping]) -> None:
+    """Write `rows` as a CSV with `columns` in that order, and its provenance sidecar."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    write_meta(path)

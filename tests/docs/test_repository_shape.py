@@ -6,8 +6,11 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+from tools.provenance import write_results
+
 README_MAX_CHARS = 15_000  # a user's page, not a notebook: what it is, how to use it, where the why lives
 RESULTS_MAX_FILES = 25  # docs/results holds current results only, each written by a maintained benchmark
+PROVENANCE = re.compile(r"# command: .+; gpu: .+; driver: .+; torch: .+; triton: .+; date: \d{4}-\d\d-\d\d\b.*")
 
 
 def test_readme_is_at_most_15000_characters() -> None:
@@ -18,11 +21,10 @@ def test_readme_is_at_most_15000_characters() -> None:
 def test_results_folder_holds_at_most_25_files_each_with_its_provenance() -> None:
     files = sorted(p for p in (REPO / "docs" / "results").iterdir() if p.is_file())
     assert 0 < len(files) <= RESULTS_MAX_FILES, [p.name for p in files]
-    line = re.compile(r"# command: .+; gpu: .+; driver: .+; torch: .+; triton: .+; date: \d{4}-\d\d-\d\d\b.*")
     for data in (p for p in files if p.suffix == ".csv"):
         meta = data.with_name(data.name + ".meta")
         assert meta.is_file(), f"{data.name} has no provenance sidecar {meta.name}"
-        assert line.fullmatch(meta.read_text().strip()), f"{meta.name}: {meta.read_text()!r}"
+        assert PROVENANCE.fullmatch(meta.read_text().strip()), f"{meta.name}: {meta.read_text()!r}"
     assert not any(re.search(r"visit\d", p.name) for p in files)
 
 
@@ -30,3 +32,10 @@ def test_no_notebook_and_no_old_results_folder() -> None:
     assert not (REPO / "docs" / "perf-notes.md").exists()
     assert not (REPO / "docs" / "bench").exists()
     assert not (REPO / "bench").exists()
+
+
+def test_a_benchmark_writes_its_results_with_their_provenance(tmp_path) -> None:
+    out = tmp_path / "study.csv"
+    write_results(out, ("variant", "host_us"), [{"host_us": 27.5, "variant": "tiled"}])
+    assert out.read_text().splitlines() == ["variant,host_us", "tiled,27.5"]
+    assert PROVENANCE.fullmatch(Path(f"{out}.meta").read_text().strip())
