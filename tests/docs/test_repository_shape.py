@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
 from tools.provenance import write_results
 
+REPO = Path(__file__).resolve().parents[2]
 README_MAX_CHARS = 15_000  # a user's page, not a notebook: what it is, how to use it, where the why lives
 RESULTS_MAX_FILES = 25  # docs/results holds current results only, each written by a maintained benchmark
-PROVENANCE = re.compile(r"# command: .+; gpu: .+; driver: .+; torch: .+; triton: .+; date: \d{4}-\d\d-\d\d\b.*")
+PROVENANCE = re.compile(
+    r"# command: .+; gpu: .+; driver: .+; torch: .+; triton: .+; date: \d{4}-\d\d-\d\d\b.*"
+)
 
 
 def test_readme_is_at_most_15000_characters() -> None:
