@@ -131,8 +131,10 @@ def test_every_page_of_the_demo_carries_the_banner(page: str) -> None:
     # From the database's own environments and sweeps rows.
     for fact in ("NVIDIA H200", "driver 580.159.04", "torch 2.11.0+cu130", "Triton 3.6.0"):
         assert fact in banner
-    # Both grouping runs and the whole splitk preset on 2026-12-01 (visits 30-32).
-    assert "measured 2026-12-01:" in banner
+    # The grouping preset twice (run 2 made with --repeat) and the whole splitk preset, all on 2026-12-04.
+    assert "measured 2026-12-04:" in banner
+    for run in ("#1 grouping (finished, 354 of 354 points)", "#2 grouping (finished, 354 of 354 points)"):
+        assert run in banner
     assert "#3 splitk (finished, 588 of 588 points)" in banner
 
 
