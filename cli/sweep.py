@@ -154,7 +154,11 @@ def handle(args: argparse.Namespace) -> int:
     if args.dry_run:
         points, pruned = expand(spec)
         seconds = estimate_gpu_seconds(
-            points, args.compile_threads, spec.timing.regime, spec.timing.limit_passes
+            points,
+            args.compile_threads,
+            spec.timing.regime,
+            spec.timing.limit_passes,
+            spec.timing.energy_window_s,
         )
         print_plan(spec, points, pruned, seconds, DRY_RUN_MEMORY_BYTES)
         if backend == "interpreter" and args.backend != "interpreter":

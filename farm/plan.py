@@ -23,7 +23,7 @@ from pathlib import Path
 
 from db.records import MeasurementRecord, point_key
 from farm.errors import UserError
-from farm.spec import GridSpec
+from farm.spec import GridSpec, Timing
 from kernels import MatmulConfig, UnknownVariantError, get_variant
 from kernels.space import DEFAULT_SMEM_LIMIT, Problem
 
@@ -257,27 +257,44 @@ EST_COMPILE_S, EST_LAUNCHES, EST_FLUSH_S, EST_POINT_S = 0.45, 24, 70e-6, 0.035
 # the power limit (8192x8192x4096 at 0.8 ms did; 512x512x8192 at 21 us did not) and a config there
 # takes one 300 ms block.
 EST_STEADY_POINT_S, EST_STEADY_LIMITED_S, EST_LIMITED_KERNEL_S = 0.09, 0.24, 1e-4
+# Every point without an energy reading of its own then runs its launches alone for the spec's
+# timing.energy_window_s (farm.clock.ENERGY_WINDOW_S: 0.35 s, three updates of NVML's ~100 ms energy
+# counter): in the steady regime the points below the power limit (a point at the limit reads its
+# energy over its own 300 ms block), in the interleaved and rest regimes every point (their blocks are
+# shared or single launches). The fits above predate the window.
+EST_ENERGY_WINDOW_S = Timing.model_fields["energy_window_s"].default
 
 
 def estimate_gpu_seconds(
-    points: Sequence[Point], compile_threads: int = 8, regime: str = "steady", limit_passes: int = 1
+    points: Sequence[Point],
+    compile_threads: int = 8,
+    regime: str = "steady",
+    limit_passes: int = 1,
+    energy_window_s: float = EST_ENERGY_WINDOW_S,
 ) -> float:
     """GPU-seconds of one H100-class worker, start-up excluded (limit_passes: the spec's passes at
-    the power limit, each a measured block again)."""
+    the power limit, each a measured block again; energy_window_s: the spec's window, 0 for none)."""
     kernels = {compile_key(p) for p in points} - {None}
     compile_s = len(kernels) * EST_COMPILE_S / compile_threads
-    return compile_s + estimate_run_seconds(points, regime, limit_passes)
+    return compile_s + estimate_run_seconds(points, regime, limit_passes, energy_window_s)
 
 
-def estimate_run_seconds(points: Sequence[Point], regime: str = "steady", limit_passes: int = 1) -> float:
-    """`estimate_gpu_seconds` without the compiles: the points' checks and timing alone."""
+def estimate_run_seconds(
+    points: Sequence[Point],
+    regime: str = "steady",
+    limit_passes: int = 1,
+    energy_window_s: float = EST_ENERGY_WINDOW_S,
+) -> float:
+    """`estimate_gpu_seconds` without the compiles: the points' checks, timing and energy windows."""
     run_s = 0.0
     for p in points:
         kernel_s = p.flops / (EST_TFLOPS[p.dtype] * 1e12)
         run_s += EST_POINT_S + EST_LAUNCHES * (kernel_s + EST_FLUSH_S)
+        limited = regime == "steady" and kernel_s >= EST_LIMITED_KERNEL_S
         if regime == "steady":
-            limited = kernel_s >= EST_LIMITED_KERNEL_S
             run_s += EST_STEADY_LIMITED_S * limit_passes if limited else EST_STEADY_POINT_S
+        if not limited:
+            run_s += energy_window_s
     return run_s
 
 

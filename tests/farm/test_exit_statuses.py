@@ -112,7 +112,7 @@ def test_a_plan_too_big_for_the_interpreter_is_refused_before_anything(no_gpu_he
     assert farm(["sweep", "--preset", "splitk", "--db", str(db)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: 588 of 588 points are GPU-sized for Triton's interpreter")
-    assert "--preset smoke" in err and "--backend interpreter" in err and "2.1 min on one H100" in err
+    assert "--preset smoke" in err and "--backend interpreter" in err and "3.8 min on one H100" in err
     assert len(err.splitlines()) == 1 and not db.exists()
     # The dry run says the same beside its GPU estimate.
     assert farm(["sweep", "--preset", "splitk", "--dry-run"]) == 0

@@ -7,6 +7,7 @@ from triton.backends.compiler import BaseBackend
 from triton.runtime.jit import native_specialize_impl
 
 from farm.plan import (
+    EST_ENERGY_WINDOW_S,
     EST_STEADY_LIMITED_S,
     EST_STEADY_POINT_S,
     batch_kernels,
@@ -130,12 +131,39 @@ def test_estimate_counts_the_steady_regimes_blocks_at_the_limit():
     big = [p for p in big if p.shape == (8192, 8192, 8192)]
     assert big and small
     for points, extra in ((small, EST_STEADY_POINT_S), (big, EST_STEADY_LIMITED_S)):
-        steady = estimate_gpu_seconds(points, regime="steady")
-        interleaved = estimate_gpu_seconds(points, regime="interleaved")
+        steady = estimate_gpu_seconds(points, regime="steady", energy_window_s=0)
+        interleaved = estimate_gpu_seconds(points, regime="interleaved", energy_window_s=0)
         assert steady - interleaved == pytest.approx(len(points) * extra)
     # three passes at the limit measure three blocks; points below it pay their passes once
-    thrice = estimate_gpu_seconds(big, regime="steady", limit_passes=3)
-    assert thrice - estimate_gpu_seconds(big, regime="interleaved") == pytest.approx(
+    thrice = estimate_gpu_seconds(big, regime="steady", limit_passes=3, energy_window_s=0)
+    assert thrice - estimate_gpu_seconds(big, regime="interleaved", energy_window_s=0) == pytest.approx(
         len(big) * 3 * EST_STEADY_LIMITED_S
     )
     assert estimate_gpu_seconds(small, regime="steady", limit_passes=3) == estimate_gpu_seconds(small)
+
+
+@pytest.mark.parametrize(
+    ("regime", "shape", "windows"),
+    [
+        ("steady", (48, 64, 96), True),  # below the power limit: no energy reading of its own
+        ("steady", (8192, 8192, 8192), False),  # at the limit: its own 300 ms block reads energy
+        ("interleaved", (8192, 8192, 8192), True),  # shared blocks: every point takes a window
+        ("rest", (48, 64, 96), True),
+    ],
+    ids=["steady-small", "steady-at-limit", "interleaved-big", "rest-small"],
+)
+def test_estimate_counts_each_points_energy_window(regime, shape, windows):
+    """The dry run's estimate holds the spec's energy window (timing.energy_window_s, 0.35 s by
+    default) for every point without an energy reading of its own, and none where the spec turns it
+    off."""
+    m, n, k = shape
+    spec = parse_spec(RAGGED.replace("  - {m: 48, n: 64, k: 96}\n", f"  - {{m: {m}, n: {n}, k: {k}}}\n"), "w")
+    points = [p for p in expand(spec)[0] if p.shape == shape]
+    assert points
+    off = estimate_gpu_seconds(points, regime=regime, energy_window_s=0)
+    default = estimate_gpu_seconds(points, regime=regime)
+    doubled = estimate_gpu_seconds(points, regime=regime, energy_window_s=0.7)
+    assert EST_ENERGY_WINDOW_S == spec.timing.energy_window_s == 0.35
+    expected = len(points) * 0.35 if windows else 0.0
+    assert default - off == pytest.approx(expected)
+    assert doubled - off == pytest.approx(2 * expected)

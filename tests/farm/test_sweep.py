@@ -3,7 +3,7 @@
 import sqlite3
 
 import pytest
-from farmkit import ONE_POINT_SPEC, PLUGINS, TINY_POINTS, file_digest, measurements, write_spec
+from farmkit import ONE_POINT_SPEC, PLUGINS, TINY_POINTS, TINY_SPEC, file_digest, measurements, write_spec
 
 from cli import main as farm
 from db.records import Status
@@ -172,6 +172,25 @@ def test_dry_run_prints_the_pruned_grid_without_ray_or_database(tmp_path, capsys
     ]
     assert "estimated GPU time" in out
     assert not db.exists()
+
+
+@pytest.mark.parametrize("window_s", [0, 20], ids=["no-window", "20s-window"])
+def test_dry_run_estimate_holds_the_specs_energy_window(tmp_path, monkeypatch, window_s):
+    """Each of the tiny spec's 27 points (all below the power limit) takes the spec's energy window
+    (timing.energy_window_s, 0.35 s by default) in the dry run's GPU time."""
+    import cli.sweep
+
+    seconds = {}
+    monkeypatch.setattr(
+        cli.sweep, "print_plan", lambda spec, points, pruned, s, memory: seconds.update({spec.name: s})
+    )
+    timed = TINY_SPEC.replace("name: tiny", "name: timed").replace(
+        "nondeterminism_repeats: 2}", f"nondeterminism_repeats: 2, energy_window_s: {window_s}}}"
+    )
+    for name, text in (("tiny", TINY_SPEC), ("timed", timed)):
+        spec = write_spec(tmp_path, text, f"{name}.yaml")
+        assert farm(["sweep", "--spec", str(spec), "--db", str(tmp_path / "never.db"), "--dry-run"]) == 0
+    assert seconds["timed"] - seconds["tiny"] == pytest.approx(TINY_POINTS * (window_s - 0.35))
 
 
 def test_dry_run_columns_line_up_under_a_long_variant_name(tmp_path, capsys):
