@@ -81,10 +81,11 @@ def register(
     command(actions, "current", cmd_current, "print the database's schema revision and the code's")
     p = actions.add_parser(
         "merge",
-        help="bring the sweeps and measurements of other databases into one (idempotent; newer wins)",
+        help="bring the sweeps and measurements of other databases into one (idempotent; every run kept)",
         description="Bring the sweeps, environments and measurements of other results databases "
-        "(SQLite paths or URLs) into one. Merging twice adds nothing; a point both hold keeps the "
-        "newer measurement.",
+        "(SQLite paths or URLs) into one. Merging twice adds nothing. Every run of a point is kept: "
+        "two databases that measured a point in their own sweeps give it two runs, the newer one its "
+        "latest (what the views show); a run both hold keeps its newer row.",
     )
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="databases to read (SQLite path or URL)")
     p.add_argument("--into", required=True, metavar="TARGET", help="the database to merge into")

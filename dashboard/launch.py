@@ -23,7 +23,7 @@ from db.engine import display_target
 from db.schema import open_engine
 
 APP = Path(__file__).with_name("app.py")
-DB_ENV = "FARM_DB"  # read by dashboard.common.parse_db
+DB_ENV = "FARM_DB"  # read by dashboard.target.parse_db
 LOCAL = "127.0.0.1"
 # A server asked to stop (SIGTERM) gets this long before SIGKILL: Streamlit closes its sessions and
 # the port in well under a second here, and the port must be free within 5 s of the stop.
