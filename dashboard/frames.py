@@ -364,9 +364,13 @@ def with_trusted_energy(rows: pd.DataFrame, details: pd.DataFrame) -> pd.DataFra
     return rows.drop(columns=energy).merge(details[["id", *energy]], on="id", how="left")
 
 
-def best_per_variant(configs: pd.DataFrame) -> pd.DataFrame:
-    """shape_configs' fastest row of each variant, fastest variant first."""
-    return configs.drop_duplicates("variant").reset_index(drop=True)
+def winners_of(configs: pd.DataFrame, winners: pd.DataFrame) -> pd.DataFrame:
+    """shape_configs' rows of db.queries.best_configs' winners (their ids), in the winners' order: the
+    query ranks for an objective, shape_configs holds what the page derives (percent of peak, trusted
+    energy, vs_best)."""
+    rank = {int(i): n for n, i in enumerate(winners.id)}
+    df = configs[configs.id.isin(rank)]
+    return df.sort_values("id", key=lambda ids: ids.map(rank)).reset_index(drop=True)
 
 
 # ---- sweeps ----

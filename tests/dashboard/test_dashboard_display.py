@@ -1,5 +1,6 @@
 """What the pages show and in which order: one tie rule on every page, the Split-K table's why columns
-first, grouping coloured by shape on small sweeps, readable Accuracy labels, Compare in one direction."""
+first, the Shape best table by either objective, grouping coloured by shape on small sweeps, readable
+Accuracy labels, Compare in one direction."""
 
 from __future__ import annotations
 
@@ -73,6 +74,41 @@ def test_every_page_names_the_same_winner_of_a_tie(tie_db: Path) -> None:
     assert cublas.dataframe[0].value.triton_variant.tolist() == [WINNER]
     roof_table = cublas.dataframe[1].value
     assert roof_table[roof_table.provider == "Triton (best)"].config.iloc[0].startswith(WINNER)
+
+
+# ---- Shape: the best table ranks by the objective the switch names ----
+
+# splitk's kernels are faster (20.5 us against 25.4) but its launcher takes 76 us of host a call, so an
+# eager caller waits 76 us for it and 30 us for persistent_tma_pad: host time decides the eager winner.
+HOST_SHAPE = (96, 7168, 2048)
+HOST_ROWS = [
+    ("splitk", {"ms": 0.0205, "split_k": 2, "host_ms": 0.076}),
+    ("persistent_tma_pad", {"ms": 0.0254, "host_ms": 0.030}),
+]
+RANKED_BY = {"kernel": "kernel time", "eager": "eager call"}  # the switch's labels, as the caption says them
+
+
+@pytest.fixture(scope="module")
+def host_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    records = [record(v, HOST_SHAPE, env=H200, **kw) for v, kw in HOST_ROWS]
+    return build(tmp_path_factory.mktemp("host") / "host.db", [Batch(H200, records, sweep="host")])
+
+
+def test_shape_best_table_switches_objective(host_db: Path) -> None:
+    with app(host_db) as at:
+        shape = show(at, "shape")
+        tables = {}
+        for objective in ("kernel", "eager"):
+            shape.radio(key="shape_objective").set_value(objective).run()
+            best = shape.dataframe[0].value
+            tables[objective] = (best.variant.tolist(), best.eager_ms.round(4).tolist())
+            captions = [c.value for c in shape.caption]
+            assert sum(c.startswith("Ranked by ") for c in captions) == 1
+            assert any(c.startswith(f"Ranked by {RANKED_BY[objective]} ") for c in captions), captions
+    assert tables == {
+        "kernel": (["splitk", "persistent_tma_pad"], [0.076, 0.030]),
+        "eager": (["persistent_tma_pad", "splitk"], [0.030, 0.076]),
+    }
 
 
 # ---- Split-K: the why columns first, shapes written on the largest dots ----
