@@ -59,8 +59,8 @@ def prose(doc: str) -> str:
 
 
 def run(sql: str, db: Path = DEMO_DB) -> str:
-    """The query's output as `sqlite3 -header` prints it, read-only. Relative paths (the queries ATTACH
-    dashboard/demo/h200-grouping-run1.db) are from the working directory: run from the repository root."""
+    """The query's output as `sqlite3 -header` prints it, read-only. Relative paths (the llm queries ATTACH
+    dashboard/demo/h200-llm.db) are from the working directory: run from the repository root."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         cursor = None

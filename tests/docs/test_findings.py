@@ -26,7 +26,7 @@ def test_findings_names_its_queries_once_each() -> None:
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.name for c in CLAIMS])
 def test_each_query_prints_what_findings_shows(claim: Claim, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)  # the queries ATTACH run 1 by its path from the repository root
+    monkeypatch.chdir(REPO)  # the llm queries ATTACH h200-llm.db by its path from the repository root
     assert run(claim.sql) == claim.expected
 
 
