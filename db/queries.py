@@ -873,17 +873,22 @@ def sweep_gpus(conn: Connection) -> pd.DataFrame:
 
 
 def default_comparison(conn: Connection) -> tuple[int, int] | None:
-    """(a, b) to compare first: b the newest sweep with ok rows that an older one shares a GPU model
-    with, a the newest such older one; else the two newest sweeps with ok rows; None with fewer."""
+    """(a, b) to compare first: two runs of one study where there are (b the newest sweep with ok rows
+    that an older sweep of the same name shares a GPU model with, a the newest such older one), else
+    two sweeps sharing a GPU model, else the two newest sweeps with ok rows; None with fewer."""
     df = sweep_gpus(conn)
     gpus = {int(i): set(g.gpu_name) for i, g in df.groupby("sweep_id")}
+    names = dict(sweeps(conn)[["id", "name"]].itertuples(index=False))
     ids = sorted(gpus, reverse=True)
     if len(ids) < 2:
         return None
-    for pos, b in enumerate(ids):
-        older = [a for a in ids[pos + 1 :] if gpus[a] & gpus[b]]
-        if older:
-            return older[0], b
+    for same_study in (True, False):
+        for pos, b in enumerate(ids):
+            older = [
+                a for a in ids[pos + 1 :] if gpus[a] & gpus[b] and (not same_study or names[a] == names[b])
+            ]
+            if older:
+                return older[0], b
     return ids[1], ids[0]
 
 

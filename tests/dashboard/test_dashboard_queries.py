@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from dashboard import frames
+from dashboard.target import DEMO_DB
 from db import queries
 from db.engine import make_engine
+from db.export import reading
 
 
 def on(db: Path, fn, **kw):
@@ -144,6 +146,12 @@ def test_roofline_needs_no_cublas_row(dbs: dict[str, Path]) -> None:
 def test_default_comparison_prefers_sweeps_sharing_a_gpu(dbs: dict[str, Path]) -> None:
     assert on(dbs["small"], queries.default_comparison) == (1, 2)  # not (2, 3): sweep 3 is the A100's alone
     assert on(dbs["interpreter"], queries.default_comparison) is None  # one sweep
+
+
+def test_default_comparison_prefers_two_runs_of_one_study() -> None:
+    """The demo: runs 1 and 2 of `grouping`, not run 2 against `splitk` (sweep 3), which share no point."""
+    with reading(str(DEMO_DB)) as conn:
+        assert queries.default_comparison(conn) == (1, 2)
 
 
 def test_interpreter_gpus_come_from_the_environments(dbs: dict[str, Path]) -> None:
