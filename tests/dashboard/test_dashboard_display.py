@@ -175,6 +175,17 @@ def test_grouping_colour_by_shape_up_to_twelve(n_shapes: int, colour: str) -> No
     assert "shape" in {t["field"] for t in dots["encoding"]["tooltip"]}
 
 
+def test_grouping_axis_fits_the_time_gains_not_an_energy_outlier() -> None:
+    """A rough energy gain of 3.6 (below the power limit) must not squeeze time gains of 1.1 into a line."""
+    raw = _gains(3).query("measure == 'time'")
+    outlier = raw.iloc[[0]].assign(measure="energy", gain=3.6, energy_gain=3.6)
+    spec = chartkit.grouping_gains(pd.concat([raw, outlier])).to_dict()
+    [dots] = [ly for ly in spec["layer"] if ly.get("description") == "gain per config"]
+    low, high = dots["encoding"]["y"]["scale"]["domain"]
+    assert high == pytest.approx(1.1 * 1.1) and low < 1
+    assert "1 energy gain(s) outside 0.5-2.0 not drawn" in spec["title"]["subtitle"]
+
+
 # ---- Accuracy: variant names whole ----
 
 
