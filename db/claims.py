@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from db.models import CLAIM_KEY, POINT, Claim, Sweep, SweepStatus
 from db.queries import done_keys
 from db.records import utcnow
-from db.writes import _insert
+from db.writes import dialect_insert
 
 # How often a running driver refreshes its heartbeat. Its loop wakes at least once a second (farm.sink
 # FLUSH_EVERY_S) even while a batch compiles or a worker restarts, so a beat is never late by more than
@@ -152,7 +152,8 @@ def claim(
     mine = [_row(e, key, run) for e in env_ids for key in keys]
     where_keys = tuple_(*(table.c[c] for c in CLAIM_KEY)).in_([tuple(r[c] for c in CLAIM_KEY) for r in mine])
     session.execute(delete(table).where(where_keys, table.c.sweep_id.not_in(live)))
-    stmt = _insert(session, table).values([{**r, "sweep_id": sweep_id, "claimed_at": now} for r in mine])
+    rows = [{**r, "sweep_id": sweep_id, "claimed_at": now} for r in mine]
+    stmt = dialect_insert(session, table).values(rows)
     session.execute(stmt.on_conflict_do_nothing(index_elements=list(CLAIM_KEY)))
     holders = session.execute(
         select(table.c.environment_id, *(table.c[c] for c in POINT[1:]), table.c.sweep_id).where(where_keys)

@@ -21,8 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from sqlalchemy import Connection, Engine, Table, func, select, text, tuple_
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, func, select, text, tuple_
 
 from db.engine import display_target
 from db.errors import DatabaseError
@@ -30,7 +29,7 @@ from db.models import POINT, POINT_KEY, Environment, Measurement, Sweep
 from db.records import utcnow
 from db.schema import open_engine
 from db.summaries import Group, mark_sweeps, refresh
-from db.writes import serialize_writers
+from db.writes import dialect_insert, serialize_writers
 
 # Rows per INSERT: 500 rows x 44 columns = 22,000 bound parameters, under SQLite's limit of 32,766
 # and PostgreSQL's 65,535 (db.writes chooses the same).
@@ -100,10 +99,6 @@ def _same_database(a: Engine, b: Engine) -> bool:
     return a.url.render_as_string(hide_password=True) == b.url.render_as_string(hide_password=True)
 
 
-def _insert(conn: Connection, table: Table):
-    return (sqlite if conn.dialect.name == "sqlite" else postgresql).insert(table)
-
-
 def _merge_one(read: Connection, write: Connection, summary: MergeSummary) -> None:
     serialize_writers(write)  # a running sweep's flushes wait for this source's transaction
     env_ids = _environments(read, write, summary)
@@ -163,7 +158,7 @@ def _measurements(
             row["updated_at"] = now
             rows.append(row)
         held = _held(write, rows)
-        stmt = _insert(write, m).values(rows)
+        stmt = dialect_insert(write, m).values(rows)
         newer = stmt.excluded.created_at > m.c.created_at
         stmt = stmt.on_conflict_do_update(
             index_elements=list(POINT_KEY),

@@ -73,9 +73,9 @@ def serialize_writers(conn: Connection) -> None:
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_WRITE_LOCK})")
 
 
-def _insert(session: Session, table: Table):
+def dialect_insert(bind: Session | Connection, table: Table):
     """The dialect's INSERT, which has ON CONFLICT on both supported backends."""
-    name = session.connection().dialect.name
+    name = (bind.connection() if isinstance(bind, Session) else bind).dialect.name
     if name == "sqlite":
         return sqlite.insert(table)
     if name == "postgresql":
@@ -102,7 +102,7 @@ def environment_id(session: Session, env: EnvironmentInfo) -> int:
     # ON CONFLICT DO NOTHING: a concurrent insert of the same fingerprint makes this a no-op
     # (PostgreSQL waits for the other transaction; SQLite writers are serialised by BEGIN IMMEDIATE).
     session.execute(
-        _insert(session, table).values(values).on_conflict_do_nothing(index_elements=["fingerprint"])
+        dialect_insert(session, table).values(values).on_conflict_do_nothing(index_elements=["fingerprint"])
     )
     return session.execute(lookup).scalar_one()
 
@@ -241,7 +241,7 @@ def _upsert(session: Session, n_rows: int) -> tuple[str, list[str], list[int] | 
     if key not in _UPSERTS:
         table = Measurement.__table__
         names = [f"r{i}_{c}" for i in range(n_rows) for c in _COLUMNS]
-        stmt = _insert(session, table).values(
+        stmt = dialect_insert(session, table).values(
             [{c: bindparam(f"r{i}_{c}") for c in _COLUMNS} for i in range(n_rows)]
         )
         update = {c: stmt.excluded[c] for c in (*_MEASURED, "latest", "updated_at")}
