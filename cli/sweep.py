@@ -93,7 +93,8 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
     p.add_argument(
         "--retry-failed",
         action="store_true",
-        help="measure again points stored as crashed, timeout, compile_error or launch_error",
+        help="measure again points stored as crashed, timeout, compile_error or launch_error "
+        "(too_large points are decided again by every sweep)",
     )
     p.add_argument(
         "--repeat",
