@@ -221,7 +221,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
         return ", ".join(f"{k} {v:,}" for k, v in d.items()) or "-"
 
     n, envs, sweeps = s["measurements"], s["environments"], s["sweeps"]
-    print(f"{shown(args)}: {n:,} measurements, {envs} environments, {sweeps} sweeps")
+    kept = s["rows_all_runs"]
+    runs = f" (each point's newest run; {kept:,} kept over all runs)" if kept > n else ""
+    print(f"{shown(args)}: {n:,} measurements{runs}, {envs} environments, {sweeps} sweeps")
     print(f"  by status:  {counts(s['by_status'])}")
     print(f"  by backend: {counts(s['by_backend'])}")
     print(f"  by GPU:     {counts(s['by_gpu'])}")

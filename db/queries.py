@@ -577,8 +577,9 @@ def _most_first(counts: Counter[str]) -> dict[str, int]:
 
 
 def summary(conn: Connection) -> dict[str, Any]:
-    """Counts by status, backend and GPU; numbers of sweeps (that ran: not the unattributed sweep of rows
-    stored without one) and environments; the last sweep (a dict or None).
+    """Counts by status, backend and GPU of each point's newest run ("measurements"), and the rows of every
+    run ("rows_all_runs"); numbers of sweeps (that ran: not the unattributed sweep of rows stored without
+    one) and environments; the last sweep (a dict or None).
 
     Counted from variant_stats (db.summaries; counting the measurements took 1.0-1.6 s at 10M); backend
     and GPU come from the environment (a row's backend is its environment's).
@@ -598,8 +599,12 @@ def summary(conn: Connection) -> dict[str, Any]:
     ran = ~and_(*(s.c[k] == v for k, v in UNATTRIBUTED.items()))
     last = conn.execute(select(s).where(ran).order_by(s.c.started_at.desc(), s.c.id.desc()).limit(1))
     last = last.mappings().first()
+    # Every run's rows, from sweep_counts (kept by the writers): "measurements" above counts each point's
+    # newest run, as the views show them.
+    kept = conn.scalar(select(func.coalesce(func.sum(SweepCount.__table__.c.n_rows), 0)))
     return {
         "measurements": sum(by_status.values()),
+        "rows_all_runs": int(kept),
         "by_status": _most_first(by_status),
         "by_backend": _most_first(by_backend),
         "by_gpu": _most_first(by_gpu),

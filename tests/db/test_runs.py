@@ -63,6 +63,8 @@ def test_repeat_keeps_both_runs_views_show_the_newest_and_compare_runs_is_b_over
         newest = queries.results(conn)
         assert len(newest) == n and set(newest.sweep_id) == {b.sweep_id}
         assert len(queries.results(conn, sweep=a.sweep_id)) == n
+        counts = queries.summary(conn)
+        assert (counts["measurements"], counts["rows_all_runs"]) == (n, 2 * n)
         # A newer slower run displaces the older faster one in the summaries: splitk's best is b's 0.625 ms.
         best = queries.best_configs(conn, gpu_name=fakefarm.FAKE_ENV.gpu_name).groupby("variant").ms.min()
         assert best.to_dict() == {"cublas": 1.0, "grouped": 0.8, "splitk": 0.625, "tiled": 1.0}
