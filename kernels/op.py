@@ -29,8 +29,10 @@ from typing import Any
 
 import torch
 
-# The dtypes the variants have kernels for (kernels.space.DTYPES; kernels/sizes.py DTYPE_BYTES).
-KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+from kernels.space import torch_dtypes
+
+# The dtypes the variants have kernels for: the spec's dtypes (kernels.space, their one table).
+KERNEL_DTYPES = frozenset(torch_dtypes().values())
 
 # op id -> dispatcher: the op's arguments are tensors and scalars, so a dispatcher is named by its id.
 _DISPATCHERS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
