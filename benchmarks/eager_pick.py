@@ -12,7 +12,9 @@ loop's is its least do_bench median (`--objective kernel` on its database: its m
 holds the host time). This script times both picks of every shape
 in one process, eagerly (do_bench's median, L2 flushed), in rounds that alternate the two so that both
 see the same clocks, and on the GPU alone (CUDA graphs, L2 flushed) beside it.
-ratio = serial pick's eager time / the farm pick's: at least 1 where the farm's pick is as fast.
+ratio = serial pick's eager time / the farm pick's: at least 1 where the farm's pick is as fast;
+ratio_min and ratio_max: the same ratio round by round (how far it moves within one process), and
+farm_stored_eager_us / farm_stored_host_us: what the farm stored of its pick, beside do_bench's reading.
 Takes about a minute for five shapes on an H200, after the two runs above (3 and 2 minutes from an
 empty Triton cache; the serial loop reuses the farm's compiled kernels).
 """
@@ -38,24 +40,29 @@ from tools.gpu_methods import Flush, do_bench_us
 from tools.provenance import write_results
 
 COLUMNS = ("m", "n", "k", "dtype", "farm_pick", "serial_pick", "farm_eager_us", "serial_eager_us",
-           "ratio_serial_over_farm", "farm_gpu_us", "serial_gpu_us")  # fmt: skip
+           "ratio_serial_over_farm", "ratio_min", "ratio_max", "farm_gpu_us", "serial_gpu_us",
+           "farm_stored_eager_us", "farm_stored_host_us")  # fmt: skip
 
 
-def picks(target: str, objective: str) -> dict[tuple, TunedEntry]:
-    """Each shape's winner in the database `target` for `objective` (db.queries.best_configs)."""
+def picks(target: str, objective: str) -> dict[tuple, tuple[TunedEntry, dict]]:
+    """Each shape's winner in the database `target` for `objective` (db.queries.best_configs), with
+    its stored row (eager_ms, host_ms: what the farm predicted of it)."""
     with reading(target) as conn:
         best = queries.best_configs(conn, objective=objective)
     winners = best.groupby(["gpu_name", "dtype", "m", "n", "k"], sort=False).head(1)
     return {
-        (r["dtype"], r["m"], r["n"], r["k"]): TunedEntry(
-            r["gpu_name"],
-            r["dtype"],
-            int(r["m"]),
-            int(r["n"]),
-            int(r["k"]),
-            r["variant"],
-            float(r["ms"]),
-            stored_config(r, r["config_key"]),
+        (r["dtype"], r["m"], r["n"], r["k"]): (
+            TunedEntry(
+                r["gpu_name"],
+                r["dtype"],
+                int(r["m"]),
+                int(r["n"]),
+                int(r["k"]),
+                r["variant"],
+                float(r["ms"]),
+                stored_config(r, r["config_key"]),
+            ),
+            r,
         )
         for r in winners.to_dict("records")
     }
@@ -86,20 +93,26 @@ def main(argv: list[str] | None = None) -> None:
         gen = torch.Generator(device="cuda").manual_seed(0)
         a = torch.randn((m, k), device="cuda", generator=gen).to(DTYPES[dtype])
         b = torch.randn((k, n), device="cuda", generator=gen).to(DTYPES[dtype])
-        calls = {"farm": bound(farm[key], a, b), "serial": bound(serial[key], a, b)}
+        (farm_pick, stored), serial_pick = farm[key], serial[key][0]
+        calls = {"farm": bound(farm_pick, a, b), "serial": bound(serial_pick, a, b)}
         eager: dict[str, list[float]] = {who: [] for who in calls}
         for r in range(args.rounds):
             for who in sorted(calls, reverse=bool(r % 2)):
                 eager[who].append(do_bench_us(calls[who]))
+        # each round's ratio: how far the two picks' order moves from round to round in one process
+        rounds = [s / f for s, f in zip(eager["serial"], eager["farm"], strict=True)]
         gpu = flush.graphs_flushed_us(calls, on_capture_error=lambda who, exc: print(f"{who}: {exc}"))
         us = {who: statistics.median(v) for who, v in eager.items()}
         rows.append({
             "m": m, "n": n, "k": k, "dtype": dtype,
-            "farm_pick": label(farm[key]), "serial_pick": label(serial[key]),
+            "farm_pick": label(farm_pick), "serial_pick": label(serial_pick),
             "farm_eager_us": round(us["farm"], 2), "serial_eager_us": round(us["serial"], 2),
             "ratio_serial_over_farm": round(us["serial"] / us["farm"], 3),
+            "ratio_min": round(min(rounds), 3), "ratio_max": round(max(rounds), 3),
             "farm_gpu_us": round(gpu.get("farm", float("nan")), 2),
             "serial_gpu_us": round(gpu.get("serial", float("nan")), 2),
+            "farm_stored_eager_us": round(stored["eager_ms"] * 1e3, 2),
+            "farm_stored_host_us": round(stored["host_ms"] * 1e3, 2) if stored.get("host_ms") else None,
         })  # fmt: skip
     write_results(args.out, COLUMNS, rows)
     for row in rows:

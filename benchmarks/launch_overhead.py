@@ -6,13 +6,15 @@ An eager caller waits for the longer of a call's GPU time and its launcher's hos
 "What an eager caller waits for"), so under about 100 us of kernel the launcher decides. For each shape
 and variant (the configs in VARIANTS), one row: how many GPU kernels a call runs (`kernels_per_call`,
 counted by torch.profiler over one call: the variant's own kernels and any memset or cast kernel its
-launcher queues), the host time to queue one call (`host_us`: `--calls` calls back to back, synchronised
-before and after, the best of `--passes` passes), and torch.matmul's host time measured just before it
-at the same shape (`torch_matmul_host_us`), so each pair sees the same host state. The targets: a
-launcher of one kernel at most 1.5x torch.matmul's host time, of several at most 2.5x (`ratio` column).
-Each variant's result is then checked against fp64 (`ok`). The printout also splits one launch into its
-layers (an allocation, a memset, a cast, Triton's JIT path, a compiled kernel called directly), where
-the host time goes.
+launcher queues), the host time to queue one call (`host_us`: `--calls` calls back to back,
+synchronised before and after) and torch.matmul's at the same shape (`torch_matmul_host_us`), in
+`--passes` pairs of passes that alternate the two (`tools.gpu_methods.paired_host_us`: each the best
+pass; `ratio` the median of the pairs' ratios, so each ratio compares one host state: the H200 hosts'
+host time moves by up to 2x between processes and minutes). The targets: a launcher of one kernel at
+most 1.5x torch.matmul's host time, of several at most 2.5x (`ratio` column). Kernels are counted once
+every host time is taken: a profiler session leaves CUPTI loaded in the process. Each variant's result
+is checked against fp64 (`ok`). The printout also splits one launch into its layers (an allocation, a
+memset, a cast, Triton's JIT path, a compiled kernel called directly), where the host time goes.
 
 Writes --out and its provenance sidecar (tools/provenance.py). Time: one compile per variant and shape,
 then the calls: about two minutes on an H200 for the three default shapes.
@@ -31,7 +33,7 @@ if __package__ in (None, ""):
 import torch
 
 from kernels import MatmulConfig
-from tools.gpu_methods import host_us
+from tools.gpu_methods import host_us, paired_host_us
 from tools.provenance import write_results
 
 COLUMNS = ("shape", "variant", "config", "kernels_per_call", "host_us", "torch_matmul_host_us", "ratio", "ok")
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shapes", nargs="+", default=["512x512x32768", "3072x3072x3072", "2000x3000x1500"])
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--passes", type=int, default=7, help="pairs of passes (variant, torch.matmul)")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "launch_overhead.csv"))
     args = parser.parse_args(argv)
 
@@ -53,6 +55,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, us in layers(shape, args.calls):
             print(f"{shape:>15} {us:8.1f} us  layer: {name}")
         rows += variants(shape, args.calls, args.passes)
+    for row in rows:  # once every host time is taken: a profiler session leaves CUPTI loaded
+        row["kernels_per_call"] = kernels_per_call(row.pop("call"))
     write_results(args.out, COLUMNS, rows)
     for r in rows:
         print(*(r[c] for c in COLUMNS), sep="  ")
@@ -95,7 +99,7 @@ def kernels_per_call(fn) -> int:
 
 
 def variants(shape: str, calls: int, passes: int) -> list[dict]:
-    """One row per variant at `shape`: kernels a call, its host time and torch.matmul's beside it."""
+    """One row per variant at `shape`: its host time and torch.matmul's beside it, and its call (`call`)."""
     from kernels import check_accuracy, get_variant, reference_matmul
     from kernels.persistent_tma import TmaUnsupported
 
@@ -111,13 +115,11 @@ def variants(shape: str, calls: int, passes: int) -> list[dict]:
         except TmaUnsupported as exc:
             print(f"skip {name} at {shape}: {exc}")
             continue
-        library_us = host_us(lambda: torch.matmul(a, b), calls, passes)
-        us = host_us(call, calls, passes)
+        us, library_us, ratio = paired_host_us(call, lambda: torch.matmul(a, b), calls, passes)
         ok = check_accuracy(launcher(a2, b2, cfg), ref, a.dtype, k).ok
         rows.append({
-            "shape": shape, "variant": name, "config": cfg.key, "kernels_per_call": kernels_per_call(call),
-            "host_us": round(us, 1), "torch_matmul_host_us": round(library_us, 1),
-            "ratio": round(us / library_us, 2), "ok": ok,
+            "shape": shape, "variant": name, "config": cfg.key, "host_us": round(us, 1),
+            "torch_matmul_host_us": round(library_us, 1), "ratio": round(ratio, 2), "ok": ok, "call": call,
         })  # fmt: skip
     return rows
 

@@ -10,7 +10,8 @@ Three times per launch:
 - stream time: CUDA events around the launcher, idle gaps between its kernels included (a split
   launcher's zero, kernel and cast: 18.8 us of events against 12.5 us of kernels at
   128x128x32768 on an H200);
-- host time of one launcher call.
+- host time of one launcher call, taken apart from the samples (`CudaClock.host_times`): a short
+  block outside the profiler session with no energy poller running.
 While each block is queued and runs: NVML's total-energy counter (the energy between the first
 and the last update seen, `EnergyPoller`), and the SM clock and throttle reasons. Inside a
 metered span (`CudaClock.metered`) a block is one round of the span: the energy counter is read at
@@ -65,6 +66,12 @@ MIN_ENERGY_UPDATES = 3
 # such a window holds 0.2 s or more of whole updates: 0.33 s blocks of one matmul read 662-720 W
 # that way (CV 2.2%) where their two ends read 623-806 W. Cost: 0.35 s of GPU per point.
 ENERGY_WINDOW_S = 0.35
+# A point's host-time block (`CudaClock.host_times`): at most 30 calls, at least 3, within 20 ms of GPU
+# work (flushes included). The median is the point's host time; a call long enough that only a few fit
+# is one whose GPU time an eager caller waits for, not its host time (a 13 ms 16384^3 call: 3 calls).
+HOST_LAUNCHES = 30
+MIN_HOST_LAUNCHES = 3
+HOST_BLOCK_S = 0.02
 
 
 class Meter:
@@ -458,6 +465,18 @@ class CudaClock:
             state or GpuState(),
             energy_s,
         )
+
+    def host_times(
+        self, launch: Launch, host_s: float, n: int = HOST_LAUNCHES, gpu_s: float = 0.0
+    ) -> list[float]:
+        """Host ms of each of `n` calls of one launcher: an unprofiled block outside any profiler
+        session, with no energy poller thread taking the GIL from the queueing thread. What an eager
+        caller's host pays a call; samples taken inside the session read more (the profiler's
+        per-call cost while it records, its callbacks while paused), and those a poller ran beside
+        read whenever NVML's thread held the GIL (docs/design.md, "What an eager caller waits for")."""
+        if self._pending is not None:
+            raise RuntimeError("host_times runs outside the profiler session: its samples would be inflated")
+        return self._run([launch] * n, [host_s] * n, 1.0, gpu_s, label_base=None, poll_energy=False).host_ms
 
     def _run(
         self,

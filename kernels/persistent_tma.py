@@ -67,6 +67,15 @@ def tma_layout_error(t: torch.Tensor, name: str) -> str | None:
     return None
 
 
+def tma_describable(t: torch.Tensor) -> bool:
+    """`tma_layout_error(t) is None` in three reads and no message: `padded` asks it for A and B on every
+    call of the padding launchers, where the message-building check took 3.7-8.4 us of profiled host
+    time a call for the two (H200 host)."""
+    (rows, cols), size = t.stride(), t.element_size()
+    lead = rows if cols == 1 else cols if rows == 1 else None
+    return lead is not None and (lead * size) % TMA_ALIGN_BYTES == 0 and t.data_ptr() % TMA_ALIGN_BYTES == 0
+
+
 def tma_device_error(device: torch.device) -> str | None:
     """Why this device has no TMA, or None. The interpreter (a CPU) emulates descriptors."""
     if device.type == "cpu":
@@ -278,7 +287,7 @@ def padded(t: torch.Tensor) -> torch.Tensor:
     The padding columns are never read: the descriptor's shape is the logical one, and the
     hardware fills what lies past it with zeros.
     """
-    return t if tma_layout_error(t, "t") is None else pitched_copy(t)
+    return t if tma_describable(t) else pitched_copy(t)
 
 
 def tma_output(m: int, n: int, like: torch.Tensor) -> torch.Tensor:

@@ -136,6 +136,24 @@ def do_bench_us(fn: Callable[[], object], rep_ms: int = 60) -> float:
     return 1000 * triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")
 
 
+def paired_host_us(
+    fn: Callable[[], object], ref: Callable[[], object], calls: int = 200, pairs: int = 7
+) -> tuple[float, float, float]:
+    """fn's and ref's host time a call, and their ratio, from `pairs` pairs of passes, fn's and ref's
+    alternating (which goes first alternates too): each time the best pass, the ratio the median of the
+    pairs' ratios. The H200 hosts' host time moves by up to 2x from process to process and minute to
+    minute (torch.matmul 12.8 and 26.4 us a call minutes apart); a pair sees one host state."""
+    fn(), ref()
+    fn_us, ref_us = [], []
+    for i in range(pairs):
+        first, second = (fn, ref) if i % 2 == 0 else (ref, fn)
+        a, b = host_us(first, calls, passes=1), host_us(second, calls, passes=1)
+        fn_us.append(a if i % 2 == 0 else b)
+        ref_us.append(b if i % 2 == 0 else a)
+    ratio = statistics.median(f / r for f, r in zip(fn_us, ref_us, strict=True))
+    return min(fn_us), min(ref_us), ratio
+
+
 def host_us(fn: Callable[[], object], calls: int = 100, passes: int = 3) -> float:
     """The host's time to queue one call: after one call (which may compile or plan), the best pass of
     `calls` calls, synchronised around each."""

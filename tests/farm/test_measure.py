@@ -1,6 +1,7 @@
 """The measurement protocol's pure parts: regimes, settling, stopping rules, statistics, kernel-time
 attribution from profiler events, derived metrics. No GPU: clocks are fakes, NVML readings simulated."""
 
+import contextlib
 import itertools
 import math
 import random
@@ -765,3 +766,41 @@ def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(
 def test_block_energy_is_unknown_where_the_counter_did_not_tick(before, after, joules):
 
     assert _joules(before, after) == joules
+
+
+class SessionClock(FakeClock):
+    """FakeClock with a profiler session and host-time blocks, which record whether a session was open."""
+
+    def __init__(self, launches, host_ms):
+        super().__init__(launches)
+        self.in_session, self.host_calls, self.host_ms = False, [], host_ms
+
+    @contextlib.contextmanager
+    def profiled(self):
+        self.in_session = True
+        try:
+            yield
+        finally:
+            self.in_session = False
+
+    def host_times(self, launch, host_s, n=30, gpu_s=0.0):
+        self.host_calls.append((self.launches.index(launch), self.in_session, n))
+        return [self.host_ms[self.launches.index(launch)]] * n
+
+
+@pytest.mark.parametrize(
+    ("regime", "calls"),
+    [("steady", [18, 9]), ("interleaved", [30, 30]), ("rest", [30, 30])],
+    ids=["steady", "interleaved", "rest"],
+)
+def test_host_time_comes_from_a_block_outside_the_profiler_session(regime, calls):
+    """The blocks' host times (0.01 ms in FakeClock) are replaced by each point's own host-time block,
+    taken once the session has closed: what an eager caller's host pays, not the profiler's cost. The
+    block holds 20 ms of GPU work where the launch time is known (FakeClock's stream times of 1.1 and
+    2.2 ms: 18 and 9 calls), else 30 calls."""
+    launches = [_constant(1.0), _constant(2.0)]
+    clock = SessionClock(launches, host_ms=[0.04, 0.09])
+    policy = TimingPolicy(min_reps=3, max_reps=3, regime=regime, rest_s=0.0, energy_window_s=0.0)
+    timings = time_points(launches, [0.0] * 2, clock, policy, random.Random(0))
+    assert [t.host_ms for t in timings] == pytest.approx([0.04, 0.09])
+    assert sorted(clock.host_calls) == [(0, False, calls[0]), (1, False, calls[1])]  # no session open

@@ -222,3 +222,28 @@ def test_alignment_hint_must_be_true(device, claimed):
         BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee", ALIGN=align,
     )  # fmt: skip
     assert check_accuracy(c, reference_matmul(a, b), a.dtype, k).ok == (claimed == "launcher")
+
+
+def _layouts():
+    """(name, tensor) pairs TMA can and cannot describe: row- and column-major, aligned and odd leading
+    strides, a start off 16 bytes, neither stride a unit, a non-contiguous row slice."""
+    base = torch.zeros(4096, dtype=torch.bfloat16)
+    return [
+        ("row-major aligned", torch.zeros(24, 40, dtype=torch.bfloat16)),
+        ("row-major odd", torch.zeros(24, 41, dtype=torch.bfloat16)),
+        ("column-major aligned", torch.zeros(40, 24, dtype=torch.bfloat16).t()),
+        ("column-major odd", torch.zeros(41, 24, dtype=torch.bfloat16).t()),
+        ("start off 16 B", base[1:961].view(24, 40)),
+        ("no unit stride", torch.zeros(24, 80, dtype=torch.bfloat16)[:, ::2]),
+        ("row slice of a wider tensor", torch.zeros(24, 64, dtype=torch.bfloat16)[:, :40]),
+        ("fp32 odd", torch.zeros(8, 5, dtype=torch.float32)),
+    ]
+
+
+@pytest.mark.parametrize(("name", "t"), _layouts(), ids=[name for name, _ in _layouts()])
+def test_the_quick_tma_check_agrees_with_the_explained_one(name, t):
+    """`padded` asks `tma_describable` on every call; `tma_layout_error` explains a refusal: one answer."""
+    from kernels.persistent_tma import padded, tma_describable, tma_layout_error
+
+    assert tma_describable(t) == (tma_layout_error(t, "t") is None)
+    assert (padded(t) is t) == tma_describable(t)
