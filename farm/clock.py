@@ -10,8 +10,8 @@ Three times per launch:
 - stream time: CUDA events around the launcher, idle gaps between its kernels included (a split
   launcher's zero, kernel and cast: 18.8 us of events against 12.5 us of kernels at
   128x128x32768 on an H200);
-- host time of one launcher call, taken apart from the samples (`CudaClock.host_times`): a short
-  block outside the profiler session with no energy poller running.
+- host time of one launcher call, taken apart from the samples (`CudaClock.host_times`): a few
+  calls outside the profiler session, with the worker's compiles held back (`QuietHost`).
 While each block is queued and runs: NVML's total-energy counter (the energy between the first
 and the last update seen, `EnergyPoller`), and the SM clock and throttle reasons. Inside a
 metered span (`CudaClock.metered`) a block is one round of the span: the energy counter is read at
@@ -67,7 +67,7 @@ MIN_ENERGY_UPDATES = 3
 # that way (CV 2.2%) where their two ends read 623-806 W. Cost: 0.35 s of GPU per point.
 ENERGY_WINDOW_S = 0.35
 # A point's host-time block (`CudaClock.host_times`): at most 30 calls, at least 3, within 20 ms of GPU
-# work (flushes included). The median is the point's host time; a call long enough that only a few fit
+# work. The median is the point's host time; a call long enough that only a few fit
 # is one whose GPU time an eager caller waits for, not its host time (a 13 ms 16384^3 call: 3 calls).
 HOST_LAUNCHES = 30
 MIN_HOST_LAUNCHES = 3
@@ -320,12 +320,52 @@ def _is_cpu_type(device_type) -> bool:
     return str(device_type).endswith("CPU")
 
 
+class QuietHost:
+    """Keeps the worker's compiles off the host while host times are taken. The worker compiles the
+    next batch on its pool's threads while the GPU times this one, and a Python thread running beside
+    the queueing thread takes the GIL from it: cuBLAS at 1000^3 queued in 15 us a call alone, 10 ms
+    (wall; 0.3 ms of its thread's CPU) with one busy Python thread beside it (H200 host). Compiles run
+    inside `compiling()`; `quiet()` lets those running finish, holds new ones back, and yields."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._compiling = 0
+        self._quiet = False
+
+    @contextlib.contextmanager
+    def compiling(self):
+        with self._cv:
+            self._cv.wait_for(lambda: not self._quiet)
+            self._compiling += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._compiling -= 1
+                self._cv.notify_all()
+
+    @contextlib.contextmanager
+    def quiet(self):
+        with self._cv:
+            self._quiet = True
+            self._cv.wait_for(lambda: self._compiling == 0)
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._quiet = False
+                self._cv.notify_all()
+
+
 class CudaClock:
     """Cold-L2 GPU timing: blocks of launches, each behind a flush, queued behind a sleep."""
 
-    def __init__(self, device: torch.device, l2_bytes: int, meter: Meter | None = None):
+    def __init__(
+        self, device: torch.device, l2_bytes: int, meter: Meter | None = None, quiet: QuietHost | None = None
+    ):
         self.device = device
         self.meter = meter or Meter()
+        self.quiet = quiet or QuietHost()  # the worker's compiles wait while host times are taken
         nbytes = max(MIN_FLUSH_BYTES, 2 * l2_bytes)
         self.flush_buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
         self.flush_ms = self._time_flush()
@@ -466,17 +506,23 @@ class CudaClock:
             energy_s,
         )
 
-    def host_times(
-        self, launch: Launch, host_s: float, n: int = HOST_LAUNCHES, gpu_s: float = 0.0
-    ) -> list[float]:
-        """Host ms of each of `n` calls of one launcher: an unprofiled block outside any profiler
-        session, with no energy poller thread taking the GIL from the queueing thread. What an eager
-        caller's host pays a call; samples taken inside the session read more (the profiler's
-        per-call cost while it records, its callbacks while paused), and those a poller ran beside
-        read whenever NVML's thread held the GIL (docs/design.md, "What an eager caller waits for")."""
+    def host_times(self, launch: Launch, n: int = HOST_LAUNCHES) -> list[float]:
+        """Host ms of each of `n` calls of one launcher, back to back, outside any profiler session, with
+        no energy poller running and the worker's compiles held back (`QuietHost`): what an eager
+        caller's host pays a call. Taken beside a compiling thread, cuBLAS at 1000^3 stored 29-30 us a
+        call where do_bench's whole eager call in a fresh process took 11.2 (docs/design.md, "What an
+        eager caller waits for")."""
         if self._pending is not None:
             raise RuntimeError("host_times runs outside the profiler session: its samples would be inflated")
-        return self._run([launch] * n, [host_s] * n, 1.0, gpu_s, label_base=None, poll_energy=False).host_ms
+        with self.quiet.quiet():
+            torch.cuda.synchronize(self.device)
+            times = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                launch()
+                times.append((time.perf_counter() - t0) * 1e3)
+            torch.cuda.synchronize(self.device)
+        return times
 
     def _run(
         self,

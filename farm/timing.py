@@ -321,7 +321,7 @@ def time_interleaved(
             active = [i for i in active if not points[i].done(policy)]
     _share_span(points, span)
     _energy_windows(points, launches, host_s, clock, policy)
-    _host_times(points, launches, host_s, clock)
+    _host_times(points, launches, clock)
     return [p.timing("interleaved", policy.min_metered_s) for p in points]
 
 
@@ -347,17 +347,17 @@ def _energy_windows(points: Sequence[_Point], launches, host_s, clock, policy: T
         p.power_limit_w = readings.power_limit_w or p.power_limit_w
 
 
-def _host_times(points: Sequence[_Point], launches, host_s, clock) -> None:
+def _host_times(points: Sequence[_Point], launches, clock) -> None:
     """Each point's host time from its own block outside the profiler session (`CudaClock.host_times`),
     in place of what its sample blocks read while the session was open. A clock without such blocks
     (the interpreter's wall clock, fakes in tests) leaves the blocks' host times."""
     host_times = getattr(clock, "host_times", None)
     if host_times is None:
         return
-    for p, launch, seconds in zip(points, launches, host_s, strict=True):
+    for p, launch in zip(points, launches, strict=True):
         gpu_s = p.launch_s or 0.0
         n = HOST_LAUNCHES if gpu_s <= 0 else round(HOST_BLOCK_S / gpu_s)
-        p.host = host_times(launch, seconds, max(MIN_HOST_LAUNCHES, min(HOST_LAUNCHES, n)), gpu_s)
+        p.host = host_times(launch, max(MIN_HOST_LAUNCHES, min(HOST_LAUNCHES, n)))
 
 
 def _share_span(points: Sequence[_Point], span: Readings) -> None:
@@ -399,7 +399,7 @@ def time_rested(
                 points[i].spent_s += policy.rest_s + block.readings.seconds
             active = [i for i in active if not points[i].done(policy)]
     _energy_windows(points, launches, host_s, clock, policy)
-    _host_times(points, launches, host_s, clock)
+    _host_times(points, launches, clock)
     return [p.timing("rest", policy.min_metered_s) for p in points]
 
 
@@ -498,7 +498,7 @@ def time_steady(
                 )
             ]
     _energy_windows(points, launches, host_s, clock, policy)
-    _host_times(points, launches, host_s, clock)
+    _host_times(points, launches, clock)
     return [p.timing("steady", policy.min_metered_s) for p in points]
 
 

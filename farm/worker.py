@@ -112,6 +112,7 @@ class GpuWorker:
         if "TRITON_CACHE_DIR" not in os.environ:
             os.environ["TRITON_CACHE_DIR"] = host_triton_cache()
         from farm import compile as compile_ahead
+        from farm.clock import QuietHost
         from farm.gpu import Gpu
         from farm.plugins import install_sources
         from kernels.interpreter import fix_bf16
@@ -126,6 +127,7 @@ class GpuWorker:
         self.compile_threads = compile_threads
         self.pool = concurrent.futures.ThreadPoolExecutor(compile_threads, thread_name_prefix="compile")
         self.gpu_lock = threading.Lock()
+        self.quiet = QuietHost()  # compiles wait while the clock takes host times
         self.warmup_s = warmup_s
         self.warm = False
         self.poisoned = False
@@ -245,7 +247,7 @@ class GpuWorker:
             return None  # nothing to compile (a library baseline would run instead)
         if side_stream is None:
             return compile_launcher(slot.launch)
-        with torch.cuda.stream(side_stream):
+        with self.quiet.compiling(), torch.cuda.stream(side_stream):  # not while host times are taken
             return compile_launcher(slot.launch)
 
     def _wait_compiled(self, slot) -> MeasurementRecord | None:
@@ -309,7 +311,7 @@ class GpuWorker:
 
         if self.clock is None:
             self.clock = (
-                CudaClock(device, self.gpu.limits.l2_bytes, meter=self.gpu)
+                CudaClock(device, self.gpu.limits.l2_bytes, meter=self.gpu, quiet=self.quiet)
                 if device.type == "cuda"
                 else HostClock()
             )

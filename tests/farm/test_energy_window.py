@@ -157,8 +157,12 @@ def test_every_point_reads_its_own_power_from_its_own_window(clock, regime):
     configs, log, windows = _configs(clock, watts)
     timings = time_points(configs, [1e-4] * 3, clock, _policy(regime), random.Random(0))
     assert [i for i, _ in windows] == [0, 1, 2]
-    timed = [c for window, c in log if window is None]
-    assert log[len(timed) :] == [(i, i) for i in (0, 1, 2) for window, c in log if window == i]
+    # samples, then the windows (each point's launches alone), then each point's host-time block
+    first = next(j for j, (window, _) in enumerate(log) if window is not None)
+    last = max(j for j, (window, _) in enumerate(log) if window is not None)
+    assert log[first : last + 1] == [(i, i) for i in (0, 1, 2) for window, c in log if window == i]
+    assert {c for window, c in log[last + 1 :]} == {0, 1, 2} and {w for w, _ in log[last + 1 :]} == {None}
+    timed = [c for window, c in log[:first]]
     for (i, readings), t, w in zip(windows, timings, watts, strict=True):
         assert readings.seconds >= WINDOW_S and readings.energy_s >= TimingPolicy().min_metered_s
         assert readings.watts == pytest.approx(w, rel=TOLERANCE)

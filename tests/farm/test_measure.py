@@ -783,7 +783,7 @@ class SessionClock(FakeClock):
         finally:
             self.in_session = False
 
-    def host_times(self, launch, host_s, n=30, gpu_s=0.0):
+    def host_times(self, launch, n=30):
         self.host_calls.append((self.launches.index(launch), self.in_session, n))
         return [self.host_ms[self.launches.index(launch)]] * n
 
@@ -804,3 +804,40 @@ def test_host_time_comes_from_a_block_outside_the_profiler_session(regime, calls
     timings = time_points(launches, [0.0] * 2, clock, policy, random.Random(0))
     assert [t.host_ms for t in timings] == pytest.approx([0.04, 0.09])
     assert sorted(clock.host_calls) == [(0, False, calls[0]), (1, False, calls[1])]  # no session open
+
+
+def test_host_times_wait_for_running_compiles_and_hold_new_ones_back():
+    """`QuietHost`: a compile that runs when host times are asked for ends first; one asked for while
+    they are taken starts only after: no Python thread takes the GIL from the queueing thread."""
+    import threading
+    import time as clock_time
+
+    from farm.clock import QuietHost
+
+    quiet, log = QuietHost(), []
+
+    def compile_one(i):
+        with quiet.compiling():
+            log.append(("compile", i))
+            clock_time.sleep(0.1)
+            log.append(("compiled", i))
+
+    running = threading.Thread(target=compile_one, args=(1,))
+    running.start()
+    while not log:
+        clock_time.sleep(0.001)
+    with quiet.quiet():
+        log.append(("host times",))
+        held = threading.Thread(target=compile_one, args=(2,))
+        held.start()
+        clock_time.sleep(0.05)
+        log.append(("host times done",))
+    running.join(), held.join()
+    assert log == [
+        ("compile", 1),
+        ("compiled", 1),
+        ("host times",),
+        ("host times done",),
+        ("compile", 2),
+        ("compiled", 2),
+    ]
