@@ -13,7 +13,9 @@ kernels/op.py holds what makes it a drop-in for torch.matmul (batched and 1-D op
 `out=`, autograd) and the torch op `farm::matmul` that torch.compile traces.
 
 Nothing is tuned at call time. The file is read once; each (shape, dtype, device) is decided once
-and remembered. A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
+and remembered, and an eager call's decision kept as a route that the next call of the same shapes,
+strides, dtypes, devices and objective takes directly (kernels/op.py, `Routes`; `route`).
+A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
 and k), preferring shapes whose rows are aligned as the problem's are (16-byte rows or not:
 `kernels.space.unaligned_rows` says why that decides between cuBLAS and TMA; a problem of aligned rows
 takes no shape of unaligned ones: `aligned_shapes`), then shapes of the same bucket (`shape_bucket`:
@@ -44,6 +46,7 @@ import triton
 
 from kernels import op
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
+from kernels.launching import bound_launch
 from kernels.persistent_tma import TmaUnsupported
 from kernels.registry import UnknownVariantError, get_variant
 from kernels.schedule import multiprocessor_count
@@ -241,6 +244,7 @@ class Dispatcher:
         # microseconds
         self._devices: dict[torch.device, tuple[str, int, bool]] = {}
         self.op_id = op.register(self)  # how the torch op `farm::matmul` finds this dispatcher
+        self.routes = op.Routes()  # decided eager calls -> what serves them (kernels/op.py)
 
     @classmethod
     def load(
@@ -340,6 +344,23 @@ class Dispatcher:
         except TmaUnsupported:  # a layout the shape could not tell (a strided view): the library
             return torch.matmul(a, b)
 
+    def route(self, a: torch.Tensor, b: torch.Tensor, objective: str):
+        """What serves the 2-D product of operands like a and b (`run`'s operands) once decided, a callable
+        (a, b) -> a @ b: torch.matmul where the library serves or Triton cannot run, else the chosen
+        launcher bound to its config, and, where its variant binds one and `run` compiled it, to its
+        compiled kernel, grid, sizes, strides and constexprs (`kernels.launching.bound_launch`)."""
+        gpu_name, programs, triton_runs = self._device(a.device)
+        if not triton_runs:
+            return torch.matmul
+        (m, k), n = a.shape, b.shape[1]
+        choice = self.choose(
+            m, n, k, a.dtype, self.gpu_name or gpu_name, programs=programs, objective=objective
+        )
+        if choice.variant == LIBRARY:
+            return torch.matmul
+        launch = ConfiguredLaunch(get_variant(choice.variant).launch, choice.config)
+        return bound_launch(choice.variant, a, b, choice.config, launch) or launch
+
     def __call__(
         self,
         a: torch.Tensor,
@@ -353,6 +374,22 @@ class Dispatcher:
         return op.matmul(self, a, b, out=out, objective=objective)
 
     default_objective = staticmethod(default_objective)
+
+
+class ConfiguredLaunch:
+    """A variant's launcher at one config, called as (a, b) -> a @ b; torch.matmul for a call whose
+    layout TMA cannot describe (`Dispatcher.run`'s rule)."""
+
+    __slots__ = ("config", "launcher")
+
+    def __init__(self, launcher, config: MatmulConfig) -> None:
+        self.launcher, self.config = launcher, config
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        try:
+            return self.launcher(a, b, self.config)
+        except TmaUnsupported:
+            return torch.matmul(a, b)
 
 
 def runs_triton(device: torch.device) -> bool:
@@ -389,6 +426,13 @@ class Matmul:
 
     def run(self, a: torch.Tensor, b: torch.Tensor, objective: str) -> torch.Tensor:
         return self.dispatcher.run(a, b, objective)
+
+    def route(self, a: torch.Tensor, b: torch.Tensor, objective: str):
+        return self.dispatcher.route(a, b, objective)
+
+    @property
+    def routes(self) -> op.Routes:
+        return self.dispatcher.routes
 
     default_objective = staticmethod(default_objective)
 

@@ -22,12 +22,13 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
-from kernels.launching import DirectCalls
+from kernels.launching import BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.pitched import aligned_rows, pitched_copy
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit
 from kernels.tile import (
+    bind_pointer,
     pointer_constexprs,
     pointer_key,
     pointer_layout,
@@ -62,6 +63,12 @@ def grouped(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     _launch(_CALLS, a, b, c, n, cfg, short_k(k, cfg.block_k))
     return c
+
+
+@binds("grouped")
+def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
+    """`grouped` at cfg for operands like a and b, its compiled kernel held (`bound_launch`)."""
+    return bind_pointer(_CALLS, a, b, cfg, fallback)
 
 
 def _launch(calls: DirectCalls, a, b, c, n: int, cfg: MatmulConfig, masked_k_loop: bool) -> None:

@@ -72,6 +72,11 @@ class DirectCalls:
             _bounded_put(self.plans, key, plan, self.max_keys)
         return plan
 
+    def compiled(self, key: tuple) -> tuple[Callable, tuple] | None:
+        """(the compiled runner for its grid, the constexprs in order) kept for key, or None: not
+        launched yet, or never compiled (the interpreter), or the farm compiling ahead."""
+        return None if COMPILE_ONLY.get() else self.table.get(key)
+
     def launch(self, key: tuple, grid: tuple[int, ...], args: tuple, constexprs: dict, **options) -> None:
         """Queue kernel[grid](*args, **constexprs, **options): directly when the key is known."""
         known = self.table.get(key)
@@ -89,6 +94,59 @@ class DirectCalls:
             order = self.kernel.arg_names[len(args) :]
             runner = compiled[(*grid, 1, 1)[:3]], tuple(constexprs[name] for name in order)
             _bounded_put(self.table, key, runner, self.max_keys)
+
+
+# variant name -> bind(a, b, cfg, fallback): a callable (a, b) -> a @ b for operands like a and b, or None
+_BINDERS: dict[str, Callable] = {}
+
+
+def binds(variant: str) -> Callable[[Callable], Callable]:
+    """Decorator: the function that binds `variant`'s launch to one problem (`bound_launch`)."""
+
+    def register(bind: Callable) -> Callable:
+        _BINDERS[variant] = bind
+        return bind
+
+    return register
+
+
+def bound_launch(variant: str, a: torch.Tensor, b: torch.Tensor, cfg, fallback: Callable) -> Callable | None:
+    """`variant`'s launch at cfg bound to operands of a's and b's device, dtype, sizes and strides, called
+    with the next such pair: its compiled kernel, grid, sizes, strides and constexprs held, so a call
+    allocates C, checks the operands' 16-byte starts (Triton specialised on them) and calls the runner.
+    `fallback(a, b)` serves a call whose starts differ. None where the variant binds nothing (its
+    launcher serves every call) or its kernel was not compiled for this key (the interpreter, or a
+    launch yet to come). `kernels.dispatch` holds one per decided problem (docs/design.md, "The
+    dispatcher")."""
+    binder = _BINDERS.get(variant)
+    if binder is None or COMPILE_ONLY.get():
+        return None
+    return binder(a, b, cfg, fallback)
+
+
+class BoundCall:
+    """One kernel's launch with all but the operands fixed: `runner(*operands(a, b, c), *tail)` into a
+    fresh C of `shape`. `operands` makes the kernel's leading arguments (the tensors themselves for a
+    pointer kernel, descriptors over them for a TMA one); a call whose a, b or C starts off 16 bytes,
+    or one made while the farm compiles ahead, goes to `fallback` (the variant's launcher)."""
+
+    __slots__ = ("device", "dtype", "fallback", "operands", "runner", "shape", "tail")
+
+    def __init__(self, runner, operands, tail, shape, device, dtype, fallback) -> None:
+        self.runner, self.operands, self.tail = runner, operands, tail
+        self.shape, self.device, self.dtype, self.fallback = shape, device, dtype, fallback
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = torch.empty(self.shape, device=self.device, dtype=self.dtype)
+        if (a.data_ptr() | b.data_ptr() | c.data_ptr()) % 16 or COMPILE_ONLY.get():
+            return self.fallback(a, b)
+        self.runner(*self.operands(a, b, c), *self.tail)
+        return c
+
+
+def pointer_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple:
+    """A pointer kernel's leading arguments: the tensors."""
+    return a, b, c
 
 
 def _bounded_put(table: dict, key: tuple, value: Any, max_keys: int) -> None:

@@ -40,7 +40,7 @@ from triton.language.extra.cuda import gdc_launch_dependents
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.config import MatmulConfig
-from kernels.launching import DirectCalls, dependent_launch
+from kernels.launching import BoundCall, DirectCalls, binds, dependent_launch
 from kernels.operands import check_operands
 from kernels.pitched import aligned_rows, pitched_copy
 from kernels.registry import register_variant
@@ -272,6 +272,21 @@ def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulCo
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c
+
+
+@binds("persistent_tma")
+def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
+    """`persistent_tma` at cfg for operands like a and b (kernels.launching.bound_launch): its compiled
+    kernel and plan held, each call's descriptors its plan's templates over the call's tensors. None
+    where the key was never compiled or an operand starts off TMA's 16 bytes."""
+    (m, k), n = a.shape, b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    key = tma_key(a, b, c, cfg)
+    known, plan = _CALLS.compiled(key), _CALLS.plans.get(key)
+    if known is None or plan is None or misaligned(a, b, c):
+        return None
+    runner, constexprs = known
+    return BoundCall(runner, plan.descriptors, (m, n, k, *constexprs), (m, n), a.device, a.dtype, fallback)
 
 
 @register_variant("persistent_tma", config_space="persistent_tma")

@@ -23,6 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launching import BoundCall, pointer_operands
 from kernels.sizes import cdiv
 
 # Past 16 elements Triton's own specialisation already knows the divisibility.
@@ -58,6 +59,23 @@ def pointer_key(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, strides: tupl
         a.device, a.dtype, c.dtype, tuple(a.shape), b.shape[1], strides, align,
         a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16, *extra,
     )  # fmt: skip
+
+
+def bind_pointer(calls, a: torch.Tensor, b: torch.Tensor, cfg, fallback):
+    """A pointer kernel launched by `calls` (kernels.launching.DirectCalls) into a fresh (M, N) C, bound
+    to operands like a and b (`kernels.launching.bound_launch`): the key the launcher made, looked up
+    once. None where that key was never compiled, or an operand or C starts off 16 bytes (the bound
+    call keeps only 16-byte starts, Triton's pointer specialisation). The kernel takes
+    (a, b, c, M, N, K, six strides, constexprs), as `tiled` and `grouped` do."""
+    (m, k), n = a.shape, b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    strides, align = pointer_layout(a, b, c)
+    known = calls.compiled(pointer_key(a, b, c, strides, align, cfg))
+    if known is None or (a.data_ptr() | b.data_ptr() | c.data_ptr()) % 16:
+        return None
+    runner, constexprs = known
+    tail = (m, n, k, *strides, *constexprs)
+    return BoundCall(runner, pointer_operands, tail, (m, n), a.device, a.dtype, fallback)
 
 
 # A K loop of at most this many BLOCK_K steps runs as one masked loop (`grouped`): at 495x5333x71 (three

@@ -10,11 +10,18 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
-from kernels.launching import DirectCalls
+from kernels.launching import BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv
-from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, store_tile, tile_accumulate
+from kernels.tile import (
+    bind_pointer,
+    pointer_constexprs,
+    pointer_key,
+    pointer_layout,
+    store_tile,
+    tile_accumulate,
+)
 
 
 def tiled_tile(pid_m: int, pid_n: int) -> tuple[int, int]:
@@ -52,3 +59,9 @@ def tiled(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c
+
+
+@binds("tiled")
+def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
+    """`tiled` at cfg for operands like a and b, its compiled kernel held (`bound_launch`)."""
+    return bind_pointer(_CALLS, a, b, cfg, fallback)

@@ -10,7 +10,7 @@
 - `host_us`: the host's time to queue one call, the best of a few passes (one pass read twice the
   time of another on the same launcher; benchmarks/launch_overhead.py keeps its one pass).
 
-Used by benchmarks/fidelity.py, benchmarks/launch_overhead.py and tools/vs_libraries.py. The callable
+Used by benchmarks/fidelity.py, benchmarks/launch_overhead.py and tools/library_bench.py. The callable
 must be capturable (no host sync, no allocation that changes between calls beyond PyTorch's caching
 allocator).
 """
@@ -143,15 +143,23 @@ def paired_host_us(
     alternating (which goes first alternates too): each time the best pass, the ratio the median of the
     pairs' ratios. The H200 hosts' host time moves by up to 2x from process to process and minute to
     minute (torch.matmul 12.8 and 26.4 us a call minutes apart); a pair sees one host state."""
-    fn(), ref()
-    fn_us, ref_us = [], []
-    for i in range(pairs):
-        first, second = (fn, ref) if i % 2 == 0 else (ref, fn)
-        a, b = host_us(first, calls, passes=1), host_us(second, calls, passes=1)
-        fn_us.append(a if i % 2 == 0 else b)
-        ref_us.append(b if i % 2 == 0 else a)
+    fn_us, ref_us = rotated_host_us([fn, ref], calls, pairs)
     ratio = statistics.median(f / r for f, r in zip(fn_us, ref_us, strict=True))
     return min(fn_us), min(ref_us), ratio
+
+
+def rotated_host_us(fns: list[Callable[[], object]], calls: int = 200, rounds: int = 7) -> list[list[float]]:
+    """Each fn's host us a call in each of `rounds` rounds, a round one pass of `calls` calls of every
+    fn, the order rotated round to round (which goes first moves): paired_host_us's pairs for any number
+    of callables, so each round's times compare one host state."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for i in range(rounds):
+        for j in range(len(fns)):
+            at = (i + j) % len(fns)
+            times[at].append(host_us(fns[at], calls, passes=1))
+    return times
 
 
 def host_us(fn: Callable[[], object], calls: int = 100, passes: int = 3) -> float:

@@ -1,77 +1,60 @@
-"""The machinery of benchmarks/vs_libraries.py (its docstring has the commands): the dispatcher
-(`kernels.matmul`) against cuBLAS and torch.compile max-autotune, in one process.
+"""The library bench's machinery (benchmarks/vs_libraries.py is the study: its question, its suites of
+shapes and its command): the dispatcher (`kernels.matmul`) against cuBLAS and torch.compile max-autotune,
+in one process. Here because the tests reach it (tests import no benchmark).
 
 The table's columns and verdicts: tools/library_table.py.
 triton_ms is the best of this project's own Triton variants on that very shape (quick-tuned there,
 held-out shapes too; every shape's tuning is kept beside the table, `tuning_path`, each config with
 its eager, host and GPU times): the fastest eagerly, and triton_graph_ms the fastest on GPU time
 alone, which may be another config (where a launcher's host time decides the eager time); ours_ms is what
-`kernels.matmul` runs from the best-configs files of `--best` (the farm's export, or `--save-best`
+`kernels.matmul` runs from the best-configs files of `best` (the farm's export, or `save_best`
 of earlier pieces) and the quick tuning of this run's tuned suites together. Every time is
 `triton.testing.do_bench`'s median with L2 flushed between launches. Per shape Inductor compiles
 first (its compile leaves Python launchers slower on the host), then the quick tuning runs; ours,
-cuBLAS, Inductor and the tuning's fastest own config are timed last, in rotated rounds (`--rounds`,
+cuBLAS, Inductor and the tuning's fastest own config are timed last, in rotated rounds (`rounds`,
 `interleaved_medians`), the median of the rounds kept for each. Then each call is captured in CUDA
 graphs with the same flush and the calls' replays timed together, interleaved
 (`graph_times_ms`): GPU time with no host time, the check on the eager time, which reads a Python
-launcher's host time where it outlasts the flush. `verdicts` reports the issue's numbers on both,
-the second over the rows that have GPU times.
+launcher's host time where it outlasts the flush.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import math
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
 from kernels.tuned import TunedConfigs, TunedEntry
-from tools.library_table import CONTENDERS, Row, is_skinny_k, read_csv, verdicts, write_csv
+from tools.library_table import CONTENDERS, Row, is_skinny_k, write_csv
 
-LLM_PROJECTIONS = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # (out, in) of an 8B model
-SUITES: dict[str, list[tuple[int, int, int]]] = {
-    "squares": [(s, s, s) for s in (1024, 2048, 4096, 8192, 16384)],
-    "skinny": [
-        (512, 512, 32768),
-        (256, 256, 65536),
-        (1024, 1024, 16384),
-        (128, 4096, 14336),
-        (64, 8192, 8192),
-    ],
-    "llm": [(t, n, k) for t in (16, 256, 2048, 8192) for n, k in LLM_PROJECTIONS],
-    "ragged": [
-        (3000, 5000, 1000),
-        (96, 7168, 2048),
-        (640, 640, 24576),
-        (1536, 1536, 3072),
-        (4096, 32001, 4096),  # a 32001-token vocabulary
-        (2048, 50257, 768),  # GPT-2's vocabulary
-        (495, 5333, 71),
-        (4097, 4097, 4097),
-    ],
-    # never in a tuning grid: served by the nearest tuned shape
-    "heldout": [
-        (3072, 3072, 3072),
-        (6144, 2048, 5120),
-        (768, 768, 12288),
-        (2000, 3000, 1500),
-        (100, 8192, 8192),
-        (5000, 5000, 200),
-        (1000, 14336, 4096),
-        (333, 4444, 5555),
-    ],
-}
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+Shape = tuple[int, int, int]
+
+
+@dataclass
+class BenchRun:
+    """One run of the bench, as benchmarks/vs_libraries.py's options give it."""
+
+    # the suites to run, in order: name -> shapes; "heldout" is served only from what the tuned
+    # suites (or `best`) chose, never tuned for the dispatcher itself
+    suites: dict[str, list[Shape]]
+    dtypes: list[str]  # kernels.DTYPES names
+    out: str | Path  # the table's CSV (its tuning beside it: `tuning_path`)
+    best: list[str] = field(default_factory=list)  # best-configs JSON files (farm export or save_best)
+    save_best: str | None = None  # where to write this run's quick tuning of the tuned suites
+    budget_s: float = 480  # start no new shape after this
+    no_inductor: bool = False  # skip torch.compile (its autotuning is slow)
+    only: list[str] = field(default_factory=list)  # shapes MxNxK of the suites to run (pieces)
+    rounds: int = 5  # rotated rounds timing ours, cuBLAS, Inductor, own best
+    rep_ms: int = 50  # do_bench's time per measure and round
+    device: str = "cuda"
+
 
 # Quick tuning: (block_m, block_n, block_k, num_warps, num_stages) per variant; 128x256x64 with 8
 # warps for large outputs (tutorial 09 and the farm's H200 sweeps), smaller tiles and splits for
@@ -161,8 +144,8 @@ def graph_times_ms(
     calls: dict[str, Callable[[], object]], device: torch.device, rounds: int
 ) -> dict[str, float]:
     """ms: each call's GPU time in CUDA graphs with L2 flushed, the calls' replays interleaved over 5
-    rounds per `--rounds` round (`Flush.graphs_flushed_us`); a call that cannot be captured is said and left
-    out, the rest timed together; nothing off CUDA.
+    rounds per round of `BenchRun.rounds` (`Flush.graphs_flushed_us`); a call that cannot be captured
+    is said and left out, the rest timed together; nothing off CUDA.
 
     Why together: each call's replays taken apart, in its turn of the rotated rounds, read the same
     torch.matmul (the dispatcher serving cuBLAS, and cuBLAS) 3.1-6.4% apart on the five power-capped
@@ -234,7 +217,7 @@ def quick_configs(variant: str, m: int, n: int, k: int, dtype: torch.dtype, prog
 def tune_shape(a, b) -> list[TunedEntry]:
     """Every quick config of every variant on this shape: entries in the best-configs format, each with its
     eager time (`ms`), host time and GPU time alone (`gpu_ms`, on CUDA). A shape started is tuned whole
-    (`--budget-s` only stops new shapes): cut by the budget, two rows of one run had no own Triton
+    (`BenchRun.budget_s` only stops new shapes): cut by the budget, two rows of one run had no own Triton
     time and served what a part of the tuning had found."""
     from kernels import check_accuracy, get_variant, reference_matmul
     from kernels.dispatch import device_name
@@ -290,10 +273,10 @@ def call_host_ms(fn, ms: float, device: torch.device) -> float | None:
 def _entry(
     gpu, dtype, m, n, k, variant, ms, cfg, host_ms: float | None = None, gpu_ms: float | None = None
 ) -> TunedEntry:
+    from kernels.sizes import tflops
     from kernels.space import dtype_name
 
-    tflops = 2 * m * n * k / ms * 1e-9
-    return TunedEntry(gpu, dtype_name(dtype), m, n, k, variant, ms, cfg, tflops, host_ms, gpu_ms)
+    return TunedEntry(gpu, dtype_name(dtype), m, n, k, variant, ms, cfg, tflops(m, n, k, ms), host_ms, gpu_ms)
 
 
 def _mm(x, y):
@@ -312,42 +295,32 @@ def write_best(path: Path, entries: list[TunedEntry]) -> None:
     TunedConfigs(entries).save(path)
 
 
-def shapes_outside(only: list[str], suites: list[str]) -> list[str]:
-    """Each `--only` shape that none of `suites` holds, with the suites that do: such a run would time
-    nothing for it (a run that asked the skinny suite for 640x640x24576, a ragged row, wrote none)."""
-
-    def holders(shape: str) -> list[str]:
-        return [name for name, shapes in SUITES.items() if shape in {f"{m}x{n}x{k}" for m, n, k in shapes}]
-
-    stray = [shape for shape in only if not set(holders(shape)) & set(suites)]
-    return [f"{shape} (in {', '.join(holders(shape)) or 'no suite'})" for shape in stray]
-
-
-def run(args) -> list[Row]:
-    from kernels import LIBRARY_CONFIG
+def run(job: BenchRun) -> list[Row]:
+    """Every shape of the run's suites and dtypes, a row each, the table written after every shape."""
+    from kernels import DTYPES, LIBRARY_CONFIG
     from kernels.dispatch import Dispatcher, device_name
     from kernels.schedule import multiprocessor_count
 
-    device = torch.device(args.device)
+    device = torch.device(job.device)
     sms = multiprocessor_count(device)
     start = time.time()
-    budget_end = start + args.budget_s
+    budget_end = start + job.budget_s
     rows: list[Row] = []
     tuned_entries: list[TunedEntry] = []  # the tuned suites': what the dispatcher serves from
     tunings: list[TunedEntry] = []  # every shape's, held-out too: `tuning_path`
-    given = [e for path in args.best for e in TunedConfigs.load(path).entries]
-    for suite in args.suite:
+    given = [e for path in job.best for e in TunedConfigs.load(path).entries]
+    for suite, shapes in job.suites.items():
         heldout = suite == "heldout"
         if heldout and not given and not tuned_entries:
             sys.exit("the heldout suite needs --best (or tuned suites earlier in the same run)")
-        for dtype_name_ in args.dtypes:
+        for dtype_name_ in job.dtypes:
             dtype = DTYPES[dtype_name_]
-            for m, n, k in SUITES[suite]:
-                if args.only and f"{m}x{n}x{k}" not in args.only:
+            for m, n, k in shapes:
+                if job.only and f"{m}x{n}x{k}" not in job.only:
                     continue
                 if time.time() > budget_end:
-                    print(f"budget of {args.budget_s} s spent: stopping before {m}x{n}x{k}", flush=True)
-                    return _finish(rows, tuned_entries, tunings, args)
+                    print(f"budget of {job.budget_s} s spent: stopping before {m}x{n}x{k}", flush=True)
+                    return _finish(rows, tuned_entries, tunings, job)
                 gen = torch.Generator(device=device).manual_seed(m + 3 * n + 7 * k)
                 a = torch.randn((m, k), device=device, dtype=dtype, generator=gen)
                 b = torch.randn((k, n), device=device, dtype=dtype, generator=gen)
@@ -357,7 +330,7 @@ def run(args) -> list[Row]:
                 # below about 50 us of GPU do_bench reads host time; so the tuning picks its winner
                 # in the state the rounds time it in (256x256x65536 bf16, tuning against rounds:
                 # 40.5 against 87.1 us tuned before the compile, 40.8 against 41.6 after).
-                inductor = None if args.no_inductor else inductor_compiled(a, b)
+                inductor = None if job.no_inductor else inductor_compiled(a, b)
                 lib_ms = bench(lambda: torch.matmul(a, b))  # noqa: B023  (the dispatcher's table entry)
                 lib_host = call_host_ms(lambda: torch.matmul(a, b), lib_ms, device)  # noqa: B023
                 entries = tune_shape(a, b)
@@ -372,7 +345,7 @@ def run(args) -> list[Row]:
                 tunings += [*entries, library]
                 if not heldout:
                     tuned_entries += [*entries, library]
-                dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, args))
+                dispatch = Dispatcher.load(_tmp_best(given + tuned_entries, job))
                 choice = dispatch.choose(m, n, k, dtype, device_name(device), programs=sms)
                 calls = {"ours": lambda: dispatch(a, b), "cublas": lambda: torch.matmul(a, b)}  # noqa: B023
                 if inductor is not None:
@@ -381,10 +354,10 @@ def run(args) -> list[Row]:
                 if triton_best:  # the tuning's fastest own configs, timed again beside cuBLAS
                     calls["triton"] = own_call(triton_best, a, b)
                     graph_calls["triton"] = own_call(gpu_best, a, b)
-                measures = {name: functools.partial(bench, fn, args.rep_ms) for name, fn in calls.items()}
+                measures = {name: functools.partial(bench, fn, job.rep_ms) for name, fn in calls.items()}
                 before = gpu_state(device)
-                final = interleaved_medians(measures, args.rounds)
-                graphs = graph_times_ms(graph_calls, device, args.rounds)
+                final = interleaved_medians(measures, job.rounds)
+                graphs = graph_times_ms(graph_calls, device, job.rounds)
                 state = before.merge(gpu_state(device))
                 ours, cublas, ind = final["ours"], final["cublas"], final.get("inductor", math.nan)
                 row = Row(
@@ -396,7 +369,7 @@ def run(args) -> list[Row]:
                 )  # fmt: skip
                 rows.append(row)
                 # after every shape: a killed piece keeps its rows
-                _finish(rows, tuned_entries, tunings, args)
+                _finish(rows, tuned_entries, tunings, job)
                 base = min(cublas, ind) if not math.isnan(ind) else cublas
                 print(
                     f"{suite:8s} {dtype_name_:9s} {m:>6d}x{n:<6d}x{k:<6d}"
@@ -407,7 +380,7 @@ def run(args) -> list[Row]:
                     f"  [{time.time() - t0:4.0f} s]",
                     flush=True,
                 )
-    return _finish(rows, tuned_entries, tunings, args)
+    return _finish(rows, tuned_entries, tunings, job)
 
 
 def own_call(entry: TunedEntry, a: torch.Tensor, b: torch.Tensor) -> Callable[[], torch.Tensor]:
@@ -422,8 +395,8 @@ def own_label(entry: TunedEntry) -> str:
     return f"{entry.variant} {entry.config.key}"
 
 
-def _tmp_best(entries: list[TunedEntry], args) -> Path:
-    path = Path(args.out).with_suffix(".best-run.json")
+def _tmp_best(entries: list[TunedEntry], job: BenchRun) -> Path:
+    path = Path(job.out).with_suffix(".best-run.json")
     write_best(path, entries)
     return path
 
@@ -434,54 +407,11 @@ def tuning_path(out: str | Path) -> Path:
     return Path(out).with_suffix(".tuning.json")
 
 
-def _finish(rows: list[Row], tuned_entries: list[TunedEntry], tunings: list[TunedEntry], args) -> list[Row]:
-    write_csv(Path(args.out), rows)
-    write_best(tuning_path(args.out), tunings)
-    if args.save_best:
-        write_best(Path(args.save_best), tuned_entries)
+def _finish(
+    rows: list[Row], tuned_entries: list[TunedEntry], tunings: list[TunedEntry], job: BenchRun
+) -> list[Row]:
+    write_csv(Path(job.out), rows)
+    write_best(tuning_path(job.out), tunings)
+    if job.save_best:
+        write_best(Path(job.save_best), tuned_entries)
     return rows
-
-
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("merge", "verdicts"):
-        parser = argparse.ArgumentParser(prog=f"vs_libraries.py {argv[0]}")
-        parser.add_argument("csvs", nargs="+")
-        if argv[0] == "merge":  # no default: a merge must not overwrite the kept table unasked
-            parser.add_argument("--out", required=True)
-        args = parser.parse_args(argv[1:])
-        rows = read_csv(args.csvs)
-        if argv[0] == "merge":
-            write_csv(Path(args.out), rows)
-        print("\n".join(verdicts(rows)))
-        return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--suite", nargs="+", choices=list(SUITES), default=["ragged"])
-    parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=["bfloat16"])
-    parser.add_argument(
-        "--best", nargs="*", default=[], help="best-configs JSON files (farm export or --save-best)"
-    )
-    parser.add_argument("--save-best", help="write this run's quick tuning as a best-configs JSON")
-    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "vs_libraries.csv"))
-    parser.add_argument("--budget-s", type=float, default=480, help="start no new shape after this")
-    parser.add_argument(
-        "--no-inductor", action="store_true", help="skip torch.compile (its autotuning is slow)"
-    )
-    parser.add_argument("--only", nargs="*", default=[], help="shapes MxNxK of the suites to run (pieces)")
-    parser.add_argument(
-        "--rounds", type=int, default=5, help="rotated rounds timing ours, cuBLAS, Inductor, own best"
-    )
-    parser.add_argument("--rep-ms", type=int, default=50, help="do_bench's time per measure and round")
-    parser.add_argument("--device", default="cuda")
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or args.rep_ms < 1:
-        parser.error(f"--rounds and --rep-ms must be at least 1 (got {args.rounds} and {args.rep_ms})")
-    if stray := shapes_outside(args.only, args.suite):
-        parser.error(f"--only names shapes none of --suite {' '.join(args.suite)} holds: {'; '.join(stray)}")
-    rows = run(args)
-    print(f"\nwrote {len(rows)} rows to {args.out}")
-    print("\n".join(verdicts(rows)))
-
-
-if __name__ == "__main__":
-    main()
