@@ -30,9 +30,8 @@ from sqlalchemy import delete, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from db.models import CLAIM_KEY, POINT, Claim, Sweep, SweepStatus
-from db.queries import done_keys
 from db.records import utcnow
-from db.writes import dialect_insert
+from db.writes import dialect_insert, done_keys
 
 # How often a running driver refreshes its heartbeat. Its loop wakes at least once a second (farm.sink
 # FLUSH_EVERY_S) even while a batch compiles or a worker restarts, so a beat is never late by more than

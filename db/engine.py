@@ -10,6 +10,11 @@ locked" if another writer committed in between.
 
 PostgreSQL is a URL (`postgresql://...` uses psycopg 3); readonly makes the session read-only.
 
+A read-only SQLite open of a WAL database in a folder this process cannot write (a read-only
+mount, another user's folder) cannot create the -shm file SQLite needs; where the -wal and -shm
+files are not already there (the last writer checkpointed and removed them on close), the file is
+opened `immutable`, which needs neither.
+
 Every check happens before anything is created: a bad target leaves the file system and the
 target untouched.
 """
@@ -81,6 +86,56 @@ def check_target(target: str) -> None:
         _sqlite_path(url, target, readonly=False)
     else:
         make_engine(target).dispose()
+
+
+def sqlite_file(target: str) -> Path | None:
+    """The file a SQLite `--db` target names (resolved: symlinks followed), or None for a server URL
+    or a target that is no database URL. Never raises, never creates anything."""
+    try:
+        url = _parse(target)
+    except DatabaseError:
+        return None
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database).expanduser().resolve()
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same path once symlinks are resolved, or one inode (a hard
+    link). What `farm db merge` and every writer of a file check against the databases they read."""
+    a, b = Path(a).expanduser(), Path(b).expanduser()
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either does not exist (yet): only a path could make them one
+        return False
+
+
+# The tables that make a SQLite file a farm results database (any one of them is enough: a database
+# half-way through its first migration holds alembic_version alone).
+FARM_TABLES = frozenset({"alembic_version", "measurements", "sweeps", "environments"})
+
+
+def is_farm_database(path: Path) -> bool:
+    """Whether `path` is a SQLite file holding the farm's tables. Opened read-only and immutable, so
+    that looking changes nothing (no -wal or -shm file is created) and a locked file still answers."""
+    path = Path(path).expanduser()
+    try:
+        with path.open("rb") as f:
+            if f.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+                return False
+    except OSError:
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1", uri=True)
+        try:
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True  # SQLite's header, unreadable tables: a damaged database, still not a file to replace
+    return bool(names & FARM_TABLES)
 
 
 def describe(engine: Engine) -> str:
@@ -159,10 +214,30 @@ def _sqlite_path(url: URL, target: str, readonly: bool) -> Path:
     return path
 
 
+def _needs_immutable(path: Path) -> bool:
+    """A read-only open that SQLite could not start: the folder is not writable, so a WAL database's
+    -shm cannot be created, and the -wal and -shm files are not there to be read (module docstring)."""
+    folder = path.parent
+    if os.access(folder, os.W_OK | os.X_OK) and not _read_only_mount(folder):
+        return False
+    side = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    return not all(p.exists() for p in side)
+
+
+def _read_only_mount(folder: Path) -> bool:
+    """A folder on a read-only file system (os.access says writable to root even there)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
 def _sqlite_engine(path: Path, readonly: bool) -> Engine:
     # A file: URI so that mode=ro is honoured (and never creates the file) and odd characters in
     # the path (?, #, %) stay part of the name.
     uri = f"file:{quote(str(path))}?mode={'ro' if readonly else 'rwc'}"
+    if readonly and _needs_immutable(path):
+        uri += "&immutable=1"
 
     def connect() -> sqlite3.Connection:
         # isolation_level=None: the driver emits no BEGIN of its own; the "begin" hook below does.

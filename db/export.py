@@ -3,13 +3,18 @@
 Problems a user can fix raise DatabaseError (the CLI prints "error: ..." and exits 2). Output files
 are written to a temporary file next to the target and renamed at the end, so a failed export
 leaves no partial file.
+
+An output file is never a database: not one the command reads (the same path, a symlink to it, a
+hard link of it) and not any other farm results database. `farm export results --out results.db`
+exited 0 having replaced the results database with a CSV file; now it is refused before anything is
+opened, and the database stays byte for byte as it was.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,7 +23,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from db import schema
-from db.engine import describe
+from db.engine import describe, display_target, is_farm_database, same_file, sqlite_file
 from db.errors import DatabaseError
 
 EXPORT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -37,10 +42,30 @@ def reading(target: str) -> Iterator[Connection]:
         engine.dispose()
 
 
+def check_output(out: Path, reads: Sequence[str] = ()) -> None:
+    """Refuse (DatabaseError) an output path that is one of the databases `reads` names (path, symlink
+    or hard link) or any farm results database: writing there would replace the database."""
+    out = Path(out).expanduser()
+    for target in reads:
+        source = sqlite_file(target)
+        if source is not None and same_file(out, source):
+            raise DatabaseError(
+                f"refusing to write {out}: it is the database this command reads ({display_target(target)}); "
+                "give another --out path (nothing was written)"
+            )
+    if out.exists() and is_farm_database(out):
+        raise DatabaseError(
+            f"refusing to write {out}: it is a farm results database; give another --out path (nothing was "
+            "written)"
+        )
+
+
 @contextmanager
-def atomic_output(out: Path) -> Iterator[Path]:
-    """A temporary path next to `out`, renamed to `out` if the block succeeds, deleted if not."""
+def atomic_output(out: Path, reads: Sequence[str] = ()) -> Iterator[Path]:
+    """A temporary path next to `out`, renamed to `out` if the block succeeds, deleted if not.
+    `out` is checked first (`check_output`) against the databases the command reads, `reads`."""
     out = out.expanduser()
+    check_output(out, reads)
     if not out.parent.is_dir():
         raise DatabaseError(f"cannot write {out}: folder {out.parent} does not exist")
     # Not mkstemp: its 0600 mode would stick to the export; open(..., "x") honours the umask.

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 from sqlalchemy import Connection, Engine, func, select, text, tuple_
 
-from db.engine import display_target
+from db.engine import display_target, same_file
 from db.errors import DatabaseError
 from db.models import POINT, POINT_KEY, Environment, Measurement, Sweep
 from db.records import utcnow
@@ -93,9 +94,7 @@ def merge(sources: Sequence[str], into: str) -> MergeSummary:
 
 def _same_database(a: Engine, b: Engine) -> bool:
     if a.dialect.name == "sqlite" and b.dialect.name == "sqlite":
-        from pathlib import Path
-
-        return Path(str(a.url.database)).resolve() == Path(str(b.url.database)).resolve()
+        return same_file(Path(str(a.url.database)), Path(str(b.url.database)))
     return a.url.render_as_string(hide_password=True) == b.url.render_as_string(hide_password=True)
 
 

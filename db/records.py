@@ -29,9 +29,25 @@ class Status(StrEnum):
 # The most a point's average power may exceed its enforced limit before its energy counts as
 # misread. Grouping sweeps on an H200 that read energy at each block's two ends stored 1084 W on
 # average (up to 2596 W) for rows throttled at a 700 W limit: no board holds that over a block.
-# farm.timing stores no such energy (docs/design.md, "Energy"); db.queries leaves older rows' out of
-# what it reports.
+# The farm stores no such energy (docs/design.md, "Energy"); db.queries leaves older rows' out of what
+# it reports.
 POWER_LIMIT_EXCESS = 1.1
+
+# The steady regime's first sub-block, in seconds of GPU work: 20 ms tells a GPU below its power limit
+# (docs/design.md, "The steady regime"). A config at the limit settles only where a sweep's
+# max_settle_s outlasts it (docs/design.md, "No settling at the power limit"): the farm's timing policy
+# times with it, and the dashboard reads stored sweep specs with it (it may not import the farm).
+FIRST_SUB_BLOCK_S = 0.02
+
+
+# The early cut (docs/design.md, "The early cut"): a point whose first samples read over CUT_FACTOR times
+# the best kernel time stored for its shape stops at the minimum repetitions, and its stored regime
+# carries CUT_SUFFIX ("steady+cut"). The same config differs by 0.8% between two runs at the median and
+# 6.8% at the 90th percentile (docs/design.md, "Search"), so a point 3x off the best is hopeless by a
+# margin no noise closes; its time is still a measurement. The farm cuts with these; the dashboard
+# reads stored regimes with them.
+CUT_FACTOR = 3.0
+CUT_SUFFIX = "+cut"
 
 
 def eager_ms(stream_ms: float | None, host_ms: float | None) -> float | None:
@@ -130,7 +146,8 @@ class MeasurementRecord:
     # eager_ms(stream_ms, host_ms), filled from them when left None: the objective "eager" ranks by it,
     # "kernel" by ms (db.queries.best_configs)
     eager_ms: float | None = None
-    timing_regime: str = ""  # "steady" | "interleaved" | "rest" (farm.measure); "" if never timed
+    # "steady" | "interleaved" | "rest" (docs/design.md, "Timing regimes"); "" if never timed
+    timing_regime: str = ""
     tflops: float | None = None
     # accuracy
     rel_err: float | None = None
@@ -151,7 +168,7 @@ class MeasurementRecord:
     temperature_c: int | None = None
     throttled: bool | None = None
     throttle_reasons: str = ""
-    # energy: NVML's energy counter over the timed blocks (farm.clock)
+    # energy: NVML's energy counter over the timed blocks (docs/design.md, "Energy")
     joules_per_launch: float | None = None
     avg_watts: float | None = None
     power_limit_w: float | None = None  # the limit the driver enforced

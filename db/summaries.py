@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, text
 
 from db.models import GPU_BEST_COPIED, GPU_BEST_KEY
-from db.views import NOT_SPLIT_K_BASELINE, VIEWS_0002
+from db.splitk_rule import IS_SPLIT, PAIRED_VARIANT
+from db.views import VIEWS_0002
 
 # (dtype, m, n, k, variant): one shape_best group of an environment.
 Group = tuple[str, int, int, int, str]
@@ -44,20 +45,26 @@ _FILL_SHAPE_BEST = text(
     f"WHERE {_SHAPE} AND variant = :v AND {_OK} ORDER BY ms, id LIMIT 1"
 )
 _DELETE_SPLIT_BEST = text(f"DELETE FROM split_best WHERE {_SHAPE}")
-# is_split 1 for any split_k but 1, as the view it replaces pairs split_k = 1 against all others; neither
-# cuBLAS nor stream-K (db.views.SPLITK_OVER_ROWS says why). The variants come from shape_best (refreshed
-# first): those with an ok row of the shape.
+# The best row of each side of split-K (db.splitk_rule: is_split, and the variants with a side). The
+# variants come from shape_best (refreshed first): those with an ok row of the shape.
 _SPLIT_COPIED = "split_k, variant, tiles, tiles_per_sm"  # revision 0005: what splitk_speedup shows
-_FILL_SPLIT_BEST = text(
-    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms, "
-    f"{_SPLIT_COPIED}) SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms, "
-    f"{_SPLIT_COPIED} FROM (SELECT environment_id, dtype, m, n, k, block_m, block_n, "
-    f"CASE WHEN split_k = 1 THEN 0 ELSE 1 END AS is_split, id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER ("
-    "PARTITION BY block_m, block_n, CASE WHEN split_k = 1 THEN 0 ELSE 1 END ORDER BY ms, id) AS rn "
-    f"FROM measurements WHERE {_SHAPE} AND {_OK} AND variant IN "
-    f"(SELECT variant FROM shape_best WHERE {_SHAPE} AND variant NOT IN ({NOT_SPLIT_K_BASELINE}))) x "
-    "WHERE rn = 1"
-)
+_SPLIT_BEST = "environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms"
+
+
+def _fill_split_best(where: str, partition: str) -> str:
+    """split_best's rows from the measurements `where` selects: the best (ms, then id) per `partition`,
+    block shape and side."""
+    return (
+        f"INSERT INTO split_best ({_SPLIT_BEST}, {_SPLIT_COPIED}) SELECT environment_id, dtype, m, n, k, "
+        f"block_m, block_n, is_split, id, ms, {_SPLIT_COPIED} FROM (SELECT environment_id, dtype, m, n, k, "
+        f"block_m, block_n, {IS_SPLIT} AS is_split, id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER (PARTITION BY "
+        f"{partition}block_m, block_n, {IS_SPLIT} ORDER BY ms, id) AS rn FROM measurements WHERE {where}) x "
+        "WHERE rn = 1"
+    )
+
+
+_SHAPE_VARIANTS = f"SELECT variant FROM shape_best WHERE {_SHAPE} AND {PAIRED_VARIANT}"
+_FILL_SPLIT_BEST = text(_fill_split_best(f"{_SHAPE} AND {_OK} AND variant IN ({_SHAPE_VARIANTS})", ""))
 
 # ---- revision 0004 ----
 # shape_stats per group and status: counts and the accuracy aggregates (db.queries.accuracy).
@@ -128,7 +135,6 @@ _RECOUNT_SWEEPS = text(
     "WHERE m.sweep_id = sweep_counts.sweep_id), stale = 0 WHERE stale = 1"
 )
 
-_SPLIT = "CASE WHEN split_k = 1 THEN 0 ELSE 1 END"
 # The whole tables from every measurement: one window pass each (revision 0003's backfill, whose
 # frozen copy is in the revision).
 _REBUILD = (
@@ -136,12 +142,7 @@ _REBUILD = (
     "SELECT environment_id, dtype, m, n, k, variant, id, ms FROM (SELECT environment_id, dtype, m, n, k, "
     "variant, id, ms, ROW_NUMBER() OVER (PARTITION BY environment_id, dtype, m, n, k, variant "
     f"ORDER BY ms, id) AS rn FROM measurements WHERE {_OK}) x WHERE rn = 1",
-    "INSERT INTO split_best (environment_id, dtype, m, n, k, block_m, block_n, is_split, measurement_id, ms, "
-    f"{_SPLIT_COPIED}) SELECT environment_id, dtype, m, n, k, block_m, block_n, is_split, id, ms, "
-    f"{_SPLIT_COPIED} FROM (SELECT environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} AS is_split, "
-    f"id, ms, {_SPLIT_COPIED}, ROW_NUMBER() OVER (PARTITION BY "
-    f"environment_id, dtype, m, n, k, block_m, block_n, {_SPLIT} ORDER BY ms, id) AS rn "
-    f"FROM measurements WHERE {_OK} AND variant NOT IN ({NOT_SPLIT_K_BASELINE})) x WHERE rn = 1",
+    _fill_split_best(f"{_OK} AND {PAIRED_VARIANT}", "environment_id, dtype, m, n, k, "),
     f"INSERT INTO shape_stats ({_STATS_KEY}, {_STATS}) SELECT {_STATS_KEY}, {_MEASURED_STATS} "
     f"FROM measurements WHERE latest = 1 GROUP BY {_STATS_KEY}",
     f"INSERT INTO variant_stats ({_VARIANT_KEY}, m_min, m_max, n_min, n_max, k_min, k_max, {_STATS}) "

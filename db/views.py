@@ -13,6 +13,8 @@ every divisor (PostgreSQL raises on division by zero where SQLite returns NULL).
 
 from __future__ import annotations
 
+from db.splitk_rule import IS_SPLIT, ON_A_SIDE
+
 # Measurement columns as of revision 0002, in MeasurementRecord's field order (0002 added the
 # stream and host times, the timing regime, and the energy columns).
 MEASUREMENT_COLUMNS: tuple[str, ...] = (
@@ -166,11 +168,18 @@ def _cols(columns: tuple[str, ...], alias: str = "") -> str:
 
 _OK = "status = 'ok' AND ms IS NOT NULL"
 
-_RESULTS = (
-    f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
-    f"{_cols(MEASUREMENT_COLUMNS, 'm')} "
-    "FROM measurements m JOIN environments e ON e.id = m.environment_id"
-)
+
+def _with_environment(measurement_columns: tuple[str, ...], *, latest: bool = False, where: str = "") -> str:
+    """Each measurement's ids, its environment's columns and these of its columns (then `latest` where
+    asked): the results views' SQL of every revision."""
+    shown = _cols(measurement_columns, "m") + (", m.latest" if latest else "")
+    return (
+        f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
+        f"{shown} FROM measurements m JOIN environments e ON e.id = m.environment_id{where}"
+    )
+
+
+_RESULTS = _with_environment(MEASUREMENT_COLUMNS)
 
 # Each view answers the dashboard's query (one GPU and dtype) from one subquery of `results` that the
 # filter reaches (SQLite pushes a WHERE term down one subquery level, into a window subquery only
@@ -346,25 +355,20 @@ VIEWS_0004: dict[str, str] = {
 
 
 # ---- revision 0005: best_configs reads gpu_best alone ----
-# Variants that split K their own way and store split_k = 1: not an unsplit baseline for split-K.
-# `streamk_hybrid` runs its full waves data-parallel and splits K only for the last partial wave, so
-# it is a stream-K schedule too (on the H200's splitk preset it was the "unsplit" winner at
-# 768x1024x32768 before db.queries.splitk_best counted it here).
-STREAM_K = ("streamk", "streamk_hybrid")
-NOT_SPLIT_K_BASELINE = ", ".join(f"'{v}'" for v in ("cublas", *STREAM_K))
 # What splitk_speedup means, over every row (tests/db/test_summaries.py holds the view to it): per
-# block shape, the best split_k = 1 row of a variant that does not split K against the best split row.
+# block shape, the best unsplit row against the best split row, the sides as db.splitk_rule names them
+# (from 0005 no stream-K row is an unsplit baseline).
 SPLITK_OVER_ROWS = (
     f"SELECT {_cols(_SPLIT_KEY, 'p')}, u.tiles, u.sm_count, u.tiles_per_sm, u.ms AS unsplit_ms, "
     "u.variant AS unsplit_variant, p.ms AS split_ms, p.split_k AS best_split_k, "
     "p.variant AS best_split_variant, u.ms / NULLIF(p.ms, 0) AS speedup FROM ("
     + _pairs(
         _SPLIT_KEY,
-        "split_k = 1",
-        (*_SPLIT_KEY, "split_k", "variant", "ms"),
-        f"variant NOT IN ({NOT_SPLIT_K_BASELINE})",
+        f"({IS_SPLIT}) = 0",
+        (*_SPLIT_KEY, "split_k", "variant", "ms", f"{IS_SPLIT} AS is_split"),
+        ON_A_SIDE,
     )
-    + ") p JOIN results u ON u.id = p.base_id WHERE p.split_k > 1 AND p.base_id > 0"
+    + ") p JOIN results u ON u.id = p.base_id WHERE p.is_split = 1 AND p.base_id > 0"
 )
 
 
@@ -417,11 +421,7 @@ VIEWS_0005: dict[str, str] = {
 # that reads it, and the summaries that db.summaries computes with them, answer as before: one row per
 # point. `run_results` shows every run's rows, for a chosen sweep (db.queries results(sweep=...),
 # compare_runs).
-_RUN_RESULTS = (
-    f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
-    f"{_cols(MEASUREMENT_COLUMNS, 'm')}, m.latest "
-    "FROM measurements m JOIN environments e ON e.id = m.environment_id"
-)
+_RUN_RESULTS = _with_environment(MEASUREMENT_COLUMNS, latest=True)
 _RESULTS_0006 = _RESULTS + " WHERE m.latest = 1"
 
 # Revision 0006's views, in creation order: run_results after results (no view reads it).
@@ -433,16 +433,8 @@ VIEWS_0006: dict[str, str] = {
 # ---- revision 0007: eager_ms, what an eager caller waits for, stored beside ms ----
 # results, run_results and best_configs show it after host_ms (gpu_best copies it as every measurement
 # column); the others are 0006's.
-_RESULTS_0007 = (
-    f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
-    f"{_cols(MEASUREMENT_COLUMNS_0007, 'm')} "
-    "FROM measurements m JOIN environments e ON e.id = m.environment_id WHERE m.latest = 1"
-)
-_RUN_RESULTS_0007 = (
-    f"SELECT {_cols(('id', 'environment_id', 'sweep_id'), 'm')}, {_cols(ENVIRONMENT_COLUMNS, 'e')}, "
-    f"{_cols(MEASUREMENT_COLUMNS_0007, 'm')}, m.latest "
-    "FROM measurements m JOIN environments e ON e.id = m.environment_id"
-)
+_RESULTS_0007 = _with_environment(MEASUREMENT_COLUMNS_0007, where=" WHERE m.latest = 1")
+_RUN_RESULTS_0007 = _with_environment(MEASUREMENT_COLUMNS_0007, latest=True)
 _BEST_CONFIGS_0007 = (
     f"SELECT {', '.join(_best_column(c) for c in RESULTS_COLUMNS_0007)} "
     "FROM gpu_best g JOIN environments e ON e.id = g.environment_id"

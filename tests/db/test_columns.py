@@ -1,7 +1,8 @@
 """One set of measurement columns: the record's fields (db/records.py) are the model's columns (db/models.py),
 the results view's (db/views.py), the columns the migrations create (db/migrations) and the fields the
-worker fills (farm/worker.py `_record`). Each is written out by hand in its file; this fails the moment
-one of them gains, loses or reorders a column the others do not."""
+worker fills (farm/worker.py `_record`, with the timing's columns: farm/timing/samples.py). Each is
+written out by hand in its file; this fails the moment one of them gains, loses or
+reorders a column the others do not."""
 
 from __future__ import annotations
 
@@ -48,15 +49,19 @@ def _call_keywords(fn: ast.FunctionDef, callee: str) -> set[str]:
 def worker_fields() -> set[str]:
     """The record fields a worker's record has a value for: what farm/worker.py `_record` passes, what
     farm/plan.py `Point.record` fills (identity and config), what farm/metrics.py `derived` returns, what
-    the record computes itself (__post_init__) and its timestamp (default_factory: when measured)."""
+    the timing's columns (farm/timing/samples.py `columns`), what the record computes itself (__post_init__)
+    and its timestamp (default_factory: when measured)."""
     record = _function(REPO / "farm" / "worker.py", "_record", cls="GpuWorker")
     passed = _call_keywords(record, "record")
     point = _call_keywords(_function(REPO / "farm" / "plan.py", "record", cls="Point"), "MeasurementRecord")
-    derived = _function(REPO / "farm" / "metrics.py", "derived")
-    keys = _call_keywords(derived, "update")
-    for node in ast.walk(derived):
-        if isinstance(node, ast.Dict):
-            keys |= {k.value for k in node.keys if isinstance(k, ast.Constant)}
+    keys = _call_keywords(_function(REPO / "farm" / "metrics.py", "derived"), "update")
+    for fn in (
+        _function(REPO / "farm" / "metrics.py", "derived"),
+        _function(REPO / "farm" / "timing" / "samples.py", "columns", cls="PointTiming"),
+    ):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Dict):
+                keys |= {k.value for k in node.keys if isinstance(k, ast.Constant)}
     post_init = (
         inspect.getsource(MeasurementRecord.__post_init__)
         if hasattr(MeasurementRecord, "__post_init__")

@@ -15,7 +15,7 @@ import dbkit
 import pytest
 from dbkit import create, grid, store
 
-from db import queries
+from db import writes
 from db.engine import make_engine
 from db.schema import ensure_current
 
@@ -100,7 +100,7 @@ def test_sigkill_at_random_moments(db_file: str) -> None:
         assert n % batch == 0
         engine = make_engine(db_file, readonly=True)
         with engine.connect() as conn:
-            assert queries.done_keys(conn, [1]) == {r.key for r in grid(n)}  # exactly the first n/500 batches
+            assert writes.done_keys(conn, [1]) == {r.key for r in grid(n)}  # exactly the first n/500 batches
         engine.dispose()
     engine = make_engine(db_file)  # rerun: every batch again, plus one more
     for i in range(n // batch + 1):

@@ -14,7 +14,7 @@ from dbkit import A100, H200, HEAD, INTERPRETER, count, grid, rec, run_together,
 from sqlalchemy import Engine, inspect, select, text
 from sqlalchemy.orm import Session
 
-from db import queries, schema
+from db import queries, schema, writes
 from db.engine import describe, make_engine
 from db.errors import DatabaseError
 from db.models import Base, Environment, Measurement, Sweep
@@ -253,14 +253,14 @@ def test_done_keys(engine: Engine) -> None:
     h200 = store(engine, [ok, failed])
     a100 = store(engine, [rec("tiled", (512, 512, 512))], env=A100)
     with engine.connect() as conn:
-        assert queries.done_keys(conn, [h200]) == {ok.key, failed.key}
-        assert queries.done_keys(conn, [h200], statuses=["ok"]) == {ok.key}
-        assert queries.done_keys(conn, np.array([h200, a100])) == {
+        assert writes.done_keys(conn, [h200]) == {ok.key, failed.key}
+        assert writes.done_keys(conn, [h200], statuses=["ok"]) == {ok.key}
+        assert writes.done_keys(conn, np.array([h200, a100])) == {
             ok.key,
             failed.key,
             rec("tiled", (512, 512, 512)).key,
         }
-        assert queries.done_keys(conn, []) == set()
+        assert writes.done_keys(conn, []) == set()
     assert ok.key == point_key("c0ffee", "grouped", "bfloat16", 4096, 4096, 4096, ok.config_key)
 
 

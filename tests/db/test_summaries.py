@@ -15,7 +15,7 @@ from samples import H200_NODE2
 from sqlalchemy import Connection, Engine, MetaData, inspect, text
 from sqlalchemy.orm import Session
 
-from db import queries, schema, summaries
+from db import queries, schema, summaries, writes
 from db.engine import make_engine
 from db.merge import merge
 from db.models import GPU_BEST_COPIED
@@ -95,7 +95,7 @@ COUNTS_0003 = (
 
 
 def by_count(df: pd.DataFrame, col: str) -> dict[str, int]:
-    return queries._most_first(Counter({k: int(n) for k, n in df.groupby(col).n.sum().items()}))
+    return queries.most_first(Counter({k: int(n) for k, n in df.groupby(col).n.sum().items()}))
 
 
 def assert_queries_match_scans(conn: Connection) -> None:
@@ -417,23 +417,23 @@ def test_done_keys_scoped_to_a_sweep(engine: Engine) -> None:
     env_id = store(engine, records)
     store(engine, [rec("tiled", SHAPES[0], ms=0.3)], env=A100)  # another environment: never listed
     with engine.connect() as conn:
-        every = queries.done_keys(conn, [env_id])
+        every = writes.done_keys(conn, [env_id])
         assert every == {r.key for r in records}
         variants, dtypes, shapes = {"splitk", "cublas"}, {"float32"}, set(SHAPES[1:])
-        scoped = queries.done_keys(conn, [env_id], variants=variants, dtypes=dtypes, shapes=shapes)
+        scoped = writes.done_keys(conn, [env_id], variants=variants, dtypes=dtypes, shapes=shapes)
         want = {k for k in every if k[1] in variants and k[2] in dtypes and k[3:6] in shapes}
         assert scoped == want and 0 < len(want) < len(every)
-        ok = queries.done_keys(conn, [env_id], statuses=["ok"], variants=variants, shapes=shapes)
+        ok = writes.done_keys(conn, [env_id], statuses=["ok"], variants=variants, shapes=shapes)
         assert ok == {
             r.key for r in records if r.status == "ok" and r.variant in variants and (r.m, r.n, r.k) in shapes
         }
         versions = {"c0ffee", "later"}
-        assert queries.done_keys(conn, [env_id], code_versions=versions, variants=variants) == {
+        assert writes.done_keys(conn, [env_id], code_versions=versions, variants=variants) == {
             k for k in every if k[1] in variants
         }
-        assert queries.done_keys(conn, [env_id], code_versions=["later"]) == set()
-        assert queries.done_keys(conn, [env_id], shapes=[]) == set()
-        assert queries.done_keys(conn, [env_id], shapes=[(1, 2, 3)]) == set()
+        assert writes.done_keys(conn, [env_id], code_versions=["later"]) == set()
+        assert writes.done_keys(conn, [env_id], shapes=[]) == set()
+        assert writes.done_keys(conn, [env_id], shapes=[(1, 2, 3)]) == set()
 
 
 def test_merge_keeps_the_summaries(engine: Engine, target: str, tmp_path) -> None:
