@@ -5,35 +5,37 @@ A block is back-to-back launches of one or more launchers, each behind an L2 flu
 a GPU sleep as long as the host needs to queue them, so host time stays out of the events.
 Three times per launch:
 - kernel time (`ms`, the main figure): the launcher's GPU kernel durations as CUPTI records them
-  (torch.profiler), what Nsight and CUDA graphs see, summed where they run one after another and
-  counted once where they overlap (a kernel launched dependent on the one before it, waiting);
+  (torch.profiler; farm.cupti reads them), what Nsight and CUDA graphs see, summed where they run
+  one after another and counted once where they overlap (a kernel launched dependent on the one
+  before it, waiting);
 - stream time: CUDA events around the launcher, idle gaps between its kernels included (a split
   launcher's zero, kernel and cast: 18.8 us of events against 12.5 us of kernels at
   128x128x32768 on an H200);
 - host time of one launcher call, taken apart from the samples (`CudaClock.host_times`): a few
-  calls outside the profiler session, with the worker's compiles held back (`QuietHost`).
+  calls outside the profiler session, with the worker's compiles held back (farm.quiet_host).
 While each block is queued and runs: NVML's total-energy counter (the energy between the first
-and the last update seen, `EnergyPoller`), and the SM clock and throttle reasons. Inside a
+and the last update seen, farm.energy.EnergyPoller), and the SM clock and throttle reasons. Inside a
 metered span (`CudaClock.metered`) a block is one round of the span: the energy counter is read at
 the span's two ends instead, and the clock sampled once while the block runs and once after it.
 A point's energy window (`CudaClock.energy_window`) is blocks of one launcher, back to back for
-ENERGY_WINDOW_S, under one poller: its energy, no timing samples.
+farm.energy.ENERGY_WINDOW_S, under one poller: its energy, no timing samples.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import math
 import statistics
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
+from farm.cupti import LAUNCH_LABEL, activities, kernel_ms_per_launch
+from farm.energy import EnergyPoller, span_joules
 from farm.gpu import GpuState
+from farm.quiet_host import QuietHost
 
 Launch = Callable[[], torch.Tensor]
 
@@ -49,23 +51,8 @@ ENQUEUE_OVERHEAD_US = 20
 PROFILED_HOST_FACTOR = 3.0
 # Throttle-reason bits of the power limiter (nvml.h: SW power cap 0x4, HW power brake 0x80).
 POWER_CAP_BITS = 0x4 | 0x80
-# record_function label of one launcher call in a profiled block: farm_launch_<index>.
-LAUNCH_LABEL = "farm_launch_"
 # Host poll period while a block runs, to sample the SM clock through NVML (tens of us a read).
 POLL_S = 0.002
-# Counter updates a block's energy needs: two whole intervals. NVML's energy counter moves about
-# every 100 ms on an H200 (median 98.6 ms, some 14 ms apart), so a block's two end
-# readings are off by up to one update: 0.33 s blocks of one steady matmul read 623-806 W (CV
-# 10.7%), high with four updates inside, low with three. Between the first and the last update
-# seen, the counter holds whole updates only: 662-720 W (CV 2.2%) over the same blocks.
-MIN_ENERGY_UPDATES = 3
-# A point's own energy window (`CudaClock.energy_window`): back-to-back launches of one config for
-# at least this long. Three updates of a counter that moves every ~100 ms (98.6 ms median on an
-# H200, `benchmarks/energy_probe.py`) fall inside 0.3 s at any phase; 50 ms more covers updates that
-# come late and the poll that sees them (one read: 3.5-4.3 ms). Between its first and last update
-# such a window holds 0.2 s or more of whole updates: 0.33 s blocks of one matmul read 662-720 W
-# that way (CV 2.2%) where their two ends read 623-806 W. Cost: 0.35 s of GPU per point.
-ENERGY_WINDOW_S = 0.35
 # A point's host-time block (`CudaClock.host_times`): at most 30 calls, at least 3, within 20 ms of GPU
 # work. The median is the point's host time; a call long enough that only a few fit
 # is one whose GPU time an eager caller waits for, not its host time (a 13 ms 16384^3 call: 3 calls).
@@ -101,7 +88,7 @@ class Readings:
     power_limit_w: float | None = None
     state: GpuState = field(default_factory=GpuState)
     # the seconds `joules` covers: between two updates of the energy counter inside the block
-    # (EnergyUpdates); None: the whole block (a metered span, read at its two ends)
+    # (farm.energy.EnergyUpdates); None: the whole block (a metered span, read at its two ends)
     energy_s: float | None = None
 
     @property
@@ -131,73 +118,6 @@ class Block:
     readings: Readings
 
 
-class EnergyPoller:
-    """NVML's energy counter read over and over in a thread from before a block is queued until it
-    ends: queueing a block of short kernels under the profiler takes most of its 300 ms (when
-    polled from the host's wait alone, 10 of 221 at-limit points saw two whole updates), and an
-    energy read takes 3.5-4.3 ms (docs/results/energy_probe.csv) that the queueing thread cannot
-    spare. NVML calls release the GIL. Each reading is stamped when it starts: a read's fixed
-    latency cancels in the differences that EnergyUpdates takes."""
-
-    def __init__(self, meter: Meter):
-        self.updates = EnergyUpdates()
-        self._meter = meter
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            t = time.perf_counter()
-            mj = self._meter.energy_mj()
-            if mj is None:  # no counter on this GPU
-                return
-            if not self._stop.is_set():  # a read that ends after the block is not the block's
-                self.updates.see(t, mj)
-
-    def __enter__(self) -> EnergyPoller:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-
-    def stop(self) -> tuple[float, float] | None:
-        """(joules, seconds) of the whole updates seen so far; the thread ends after its read in
-        flight, without the caller waiting for it (the GPU would idle for that read)."""
-        self._stop.set()
-        return self.updates.reading()
-
-
-class EnergyUpdates:
-    """The updates of NVML's energy counter seen while polling it during a block: the energy
-    between the first and the last one, over the time between them. The counter moves in steps of
-    about 100 ms of energy, so only whole steps measure power; a step's time is known to a poll
-    (3.5 ms: the read itself)."""
-
-    def __init__(self, min_updates: int = MIN_ENERGY_UPDATES):
-        self.min_updates = min_updates
-        self.updates: list[tuple[float, int]] = []  # (seconds, mJ) where the counter had moved
-        self._last: tuple[float, int] | None = None  # the previous reading
-
-    def see(self, t: float, mj: int | None) -> None:
-        """A reading `mj` stamped `t` on the host (a fixed offset within the read cancels)."""
-        if mj is None:
-            return
-        if self._last is not None and mj != self._last[1]:
-            # it moved between the previous reading and this one: midway, to within half a poll
-            self.updates.append(((self._last[0] + t) / 2, mj))
-        self._last = (t, mj)
-
-    def reading(self) -> tuple[float, float] | None:
-        """(joules, seconds) between the first and the last update, or None with too few."""
-        if len(self.updates) < self.min_updates:
-            return None
-        (t0, e0), (t1, e1) = self.updates[0], self.updates[-1]
-        if e1 <= e0 or t1 <= t0:
-            return None
-        return (e1 - e0) / 1e3, t1 - t0
-
-
 def head_start_us(host_s: Sequence[float], factor: float = 1.0, gpu_s: float = 0.0) -> float:
     """GPU sleep that lets the host queue each launch before the GPU reaches it.
 
@@ -220,141 +140,6 @@ def max_block_launches(host_s: float, factor: float = 1.0, gpu_s: float = 0.0) -
     if gain_us <= 0:
         return 10_000
     return max(1, min(10_000, int(((MAX_SLEEP_US - 100) / 1.5 - host_us) / gain_us) + 1))
-
-
-@dataclass(frozen=True)
-class Activity:
-    """One profiler event, as kernel_ms_per_launch reads it (times in microseconds)."""
-
-    name: str
-    id: int  # correlation id: a CUDA runtime/driver call and the GPU work it issued share it
-    start_us: float
-    end_us: float
-    cpu: bool
-    annotation: bool = False  # a record_function range (its host side, or its GPU-side span)
-
-
-def activities(prof) -> list[Activity]:
-    """A finished torch.profiler session's events, from Kineto's raw results. torch's own
-    `prof.events()` builds a FunctionEvent tree first: 3.4-4.0 s for one interleaved batch of 48
-    configs (about 87,000 events), twice the 2.0 s of its GPU blocks (H200);
-    reading the raw events is a few method calls per event. Falls back on events() where a torch
-    has no raw results."""
-    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
-    if results is None:
-        return [
-            Activity(
-                e.name,
-                e.id,
-                e.time_range.start,
-                e.time_range.end,
-                _is_cpu_type(getattr(e, "device_type", "CPU")),
-                bool(getattr(e, "is_user_annotation", False)),
-            )
-            for e in prof.events()
-        ]
-    return [
-        Activity(
-            e.name(),
-            e.correlation_id(),
-            e.start_ns() / 1e3,
-            e.end_ns() / 1e3,
-            _is_cpu_type(e.device_type()),
-            e.is_user_annotation(),
-        )
-        for e in results.events()
-    ]
-
-
-def kernel_ms_per_launch(
-    events: Sequence[Activity], n_launches: int, label: str = LAUNCH_LABEL
-) -> list[float | None]:
-    """GPU activity time per launch: the length of the union of its activities' intervals (`busy_ms`).
-
-    Each launcher call ran inside record_function(f"{label}{i}"). A GPU activity (kernel, memset,
-    memcpy) belongs to the launch whose host range holds the CUDA runtime/driver call that issued
-    it (same correlation id); the flush and the head-start sleep were issued outside every range
-    and drop out. None for a launch with no activity (the profiler lost it).
-    """
-    host_spans, gpu_spans, issued, device = [], [], {}, []
-    for e in events:
-        if e.name.startswith(label):
-            spans = host_spans if e.cpu else gpu_spans  # the GPU-side span covers the range's GPU work
-            spans.append((e.start_us, e.end_us, int(e.name[len(label) :])))
-        elif e.cpu and e.name.startswith("cu"):  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemsetAsync...
-            issued[e.id] = e.start_us
-        elif not e.cpu and not e.annotation:
-            device.append(e)
-    intervals: list[list[tuple[float, float]]] = [[] for _ in range(n_launches)]
-    host_spans.sort()
-    gpu_spans.sort()
-    for e in device:
-        t = issued.get(e.id)
-        # by the host call that issued it; else (no runtime event recorded) by the GPU-side span
-        i = _span_of(host_spans, t) if t is not None else _span_of(gpu_spans, e.start_us)
-        if i is not None and 0 <= i < n_launches:
-            intervals[i].append((e.start_us, e.end_us))
-    return [busy_ms(spans) if spans else None for spans in intervals]
-
-
-def busy_ms(intervals: list[tuple[float, float]]) -> float:
-    """The length of the union of (start_us, end_us) intervals, in ms: the sum of their durations
-    where they do not overlap. Overlapping ones count once: a kernel launched dependent on the one
-    before it (`kernels.launching.dependent_launch`) starts early and waits, and CUPTI's duration
-    for it covers the wait (split-K's reduce resident through its product's run)."""
-    total_us, reached = 0.0, -math.inf
-    for start, end in sorted(intervals):
-        if end > reached:
-            total_us += end - max(start, reached)
-            reached = end
-    return total_us / 1e3
-
-
-def _span_of(spans: list[tuple[float, float, int]], t: float) -> int | None:
-    """The label of the sorted span holding t."""
-    j = bisect.bisect_right(spans, (t, math.inf, 0)) - 1
-    return spans[j][2] if j >= 0 and t <= spans[j][1] else None
-
-
-def _is_cpu_type(device_type) -> bool:
-    return str(device_type).endswith("CPU")
-
-
-class QuietHost:
-    """Keeps the worker's compiles off the host while host times are taken. The worker compiles the
-    next batch on its pool's threads while the GPU times this one, and a Python thread running beside
-    the queueing thread takes the GIL from it: cuBLAS at 1000^3 queued in 15 us a call alone, 10 ms
-    (wall; 0.3 ms of its thread's CPU) with one busy Python thread beside it (H200 host). Compiles run
-    inside `compiling()`; `quiet()` lets those running finish, holds new ones back, and yields."""
-
-    def __init__(self) -> None:
-        self._cv = threading.Condition()
-        self._compiling = 0
-        self._quiet = False
-
-    @contextlib.contextmanager
-    def compiling(self):
-        with self._cv:
-            self._cv.wait_for(lambda: not self._quiet)
-            self._compiling += 1
-        try:
-            yield
-        finally:
-            with self._cv:
-                self._compiling -= 1
-                self._cv.notify_all()
-
-    @contextlib.contextmanager
-    def quiet(self):
-        with self._cv:
-            self._quiet = True
-            self._cv.wait_for(lambda: self._compiling == 0)
-        try:
-            yield
-        finally:
-            with self._cv:
-                self._quiet = False
-                self._cv.notify_all()
 
 
 class CudaClock:
@@ -442,7 +227,8 @@ class CudaClock:
         block's own readings cost it about 10 ms besides its GPU work when it read the counter at
         its two ends (3.2-4.4 ms a read; other NVML reads 0.01-0.04 ms) and up to 2 ms of polling
         step (H200). And the counter moves in steps of about 100 ms (docs/design.md, "Energy"), too
-        coarse for a round: 44 of 136 blocks of 20 ms and less read 0 J in one sweep (`_joules`)."""
+        coarse for a round: 44 of 136 blocks of 20 ms and less read 0 J in one sweep
+        (farm.energy.span_joules)."""
         span = Readings(0.0)
         self._in_span = True
         energy0, t0 = self.meter.energy_mj(), time.perf_counter()
@@ -450,7 +236,7 @@ class CudaClock:
             yield span
         finally:
             span.seconds = time.perf_counter() - t0
-            span.joules = _joules(energy0, self.meter.energy_mj())
+            span.joules = span_joules(energy0, self.meter.energy_mj())
             span.power_limit_w = self.meter.power_limit_w()
             self._in_span = False
 
@@ -476,9 +262,10 @@ class CudaClock:
         time: unprofiled blocks, each behind its head start, under one EnergyPoller (the energy
         between the first and the last counter update seen, over the time between them). Its
         launches are no timing samples; it exists because a block of a config's samples is too
-        short for the counter's ~100 ms steps, or shared with other configs (ENERGY_WINDOW_S).
-        A window's joules are None where the counter showed fewer than MIN_ENERGY_UPDATES; on a GPU
-        without the counter (NVML missing, or older than Volta) it runs nothing."""
+        short for the counter's ~100 ms steps, or shared with other configs
+        (farm.energy.ENERGY_WINDOW_S). A window's joules are None where the counter showed fewer than
+        farm.energy.MIN_ENERGY_UPDATES; on a GPU without the counter (NVML missing, or older than
+        Volta) it runs nothing."""
         if self.meter.energy_mj() is None:
             return Readings(0.0)
         most = max_block_launches(host_s, 1.0, gpu_s)
@@ -604,15 +391,6 @@ class CudaClock:
         return clocks, state
 
 
-def _joules(energy0_mj: int | None, energy1_mj: int | None) -> float | None:
-    """Energy of a block from NVML's counter, None where it did not advance: the counter moves in
-    steps (44 of 136 rows of one grouping sweep on an H200, blocks of 20 ms and less, read 0 J), and a
-    block it did not tick in has an unknown energy, not none."""
-    if energy0_mj is None or energy1_mj is None or energy1_mj <= energy0_mj:
-        return None
-    return (energy1_mj - energy0_mj) / 1e3
-
-
 class HostClock:
     """Interpreter backend: wall-clock time of each call on the CPU; kernel = stream = host time.
     No power limiter to wait for: the steady regime measures at once."""
@@ -633,3 +411,16 @@ class HostClock:
             launch()
             times.append((time.perf_counter() - start) * 1e3)
         return Block(times, list(times), list(times), Readings(time.perf_counter() - t0))
+
+
+def profiler_session(clock):
+    """The clock's profiler session; a clock without one (fakes in tests) runs its blocks unprofiled."""
+    profiled = getattr(clock, "profiled", None)
+    return profiled() if profiled is not None else contextlib.nullcontext()
+
+
+def metered_span(clock):
+    """The clock's metered span; a clock without one (the interpreter's, fakes in tests) yields
+    a span with no energy reading, and its blocks keep their own."""
+    metered = getattr(clock, "metered", None)
+    return metered() if metered is not None else contextlib.nullcontext(Readings(0.0))

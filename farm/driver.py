@@ -2,27 +2,29 @@
 busy with bounded work in flight, and survives faults.
 
 It composes three parts, one job each: farm/cluster.py (join or start Ray, start and stop the
-workers), farm/faults.py (the fault policy: what a lost worker's points become, retry once,
-quarantine) and farm/sink.py (the one database writer, counts and progress bar). What stays here
-is dispatch and the loop: progress reports, deadlines, worker recovery.
+workers; farm/gpu_wait.py waits for them), farm/faults.py (the fault policy: what a lost worker's
+points become, retry once, quarantine) and farm/sink.py (the one database writer, counts and
+progress bar). What stays here is dispatch and the loop: progress reports, deadlines, worker recovery.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import signal
 import time
 from dataclasses import dataclass
 
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from db.engine import make_engine
-from db.queries import done_keys
-from db.records import Backend, MeasurementRecord, Status
+from db.records import CUT_FACTOR, Backend, MeasurementRecord, Status
+from db.resume import stored_times
 from db.schema import ensure_current
-from db.writes import environment_id
-from farm import cluster
+from db.writes import done_keys, environment_id
+from farm import cluster, gpu_wait
 from farm.errors import UserError
 from farm.faults import (
     GPU_PHASES,
@@ -33,22 +35,25 @@ from farm.faults import (
     failure_record,
     progress_deadline,
 )
+from farm.metrics import NOMINAL_GPU, DeviceLimits
 from farm.options import SweepOptions
 from farm.plan import (
     Batch,
+    Plan,
     Point,
     code_versions,
     estimate_gpu_seconds,
     expand,
     host_memory_bytes,
     interpreter_refusal,
-    make_batches,
     pending,
     split_too_large,
     too_large_error,
 )
 from farm.plugins import load_plugin
-from farm.sink import FLUSH_EVERY_S, ResultSink
+from farm.search import load_observations, parse_budget
+from farm.sink import FLUSH_EVERY_S, ResultSink, write_failed
+from farm.source import GridSource, PointSource, SearchSource
 from farm.spec import GridSpec, spec_as_dict
 from farm.worker import Progress
 from kernels.space import DEFAULT_SMEM_LIMIT
@@ -87,7 +92,10 @@ class Driver:
         self.versions: dict[str, str] = {}
         self.fault_policy = FaultPolicy(self.versions)
         self.sink: ResultSink | None = None
-        self.plan: tuple[int, list[Point]] | None = None  # (shared memory it was pruned for, points)
+        self.plan: Plan | None = None
+        self.source: PointSource | None = None
+        # the best kernel ms known per (dtype, m, n, k): stored before the sweep and measured since (the cut)
+        self.best_ms: dict[tuple, float] = {}
 
     @property
     def counts(self) -> collections.Counter:
@@ -101,7 +109,7 @@ class Driver:
         if launched is None:
             plugin_sources = [load_plugin(path) for path in self.options.plugins]
             # Validates variants before anything is started or written.
-            self.plan = (DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
+            self.plan = Plan(DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
             # Ray first: an unreachable cluster is an error before the database file is created.
             launched = self.options.launch(plugin_sources)
         try:
@@ -112,20 +120,23 @@ class Driver:
             # The plan for an H100/H200's shared memory, made while the workers start (the full
             # preset's 124k points: 1.8 s); _run plans again for workers with less or more.
             if self.plan is None:
-                self.plan = (DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
-            cluster.await_workers(launched.ray, self.workers, wait_s=self.options.wait_s)
+                self.plan = Plan(DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
+            gpu_wait.await_workers(launched.ray, self.workers, wait_s=self.options.wait_s)
             return self._run(launched.ray)
         finally:
             launched.stop()
 
     def _run(self, ray) -> SweepResult:
         o = self.options
-        with Session(self.engine) as session:
-            for w in self.workers:
-                w.env_id = environment_id(session, w.info.environment)
-            session.commit()
+        try:
+            with Session(self.engine) as session:
+                for w in self.workers:
+                    w.env_id = environment_id(session, w.info.environment)
+                session.commit()
+        except OperationalError as exc:  # a full disk, a read-only file: one line, nothing started yet
+            raise write_failed(self.engine, exc, len(self.plan.points)) from None
         smem = min(w.info.smem_limit for w in self.workers)
-        points = self.plan[1] if self.plan[0] == smem else expand(self.spec, smem_limit=smem)[0]
+        points = self.plan.points if self.plan.smem_limit == smem else expand(self.spec, smem_limit=smem)[0]
         self._check_backend(points)
         self.versions.update(code_versions(self.spec.variants))
         env_ids = {w.env_id for w in self.workers}
@@ -148,13 +159,13 @@ class Driver:
         skipped = len(points) - len(todo)
         memory = self._memory_bytes()
         todo, too_large = split_too_large(todo, memory)  # stored as rows below, never run
-        self.queue.extend(make_batches(todo, self.spec.seed))
+        self.source = self._source(points, todo, env_ids)
         self.sink = ResultSink.open(
             self.engine,
             name=self.spec.name,
             spec=spec_as_dict(self.spec),
             command=self.command,
-            n_points=len(todo) + len(too_large),
+            n_points=self.source.size + len(too_large),
             progress=o.progress,
             repeat=o.repeat,
         )
@@ -162,7 +173,10 @@ class Driver:
             self._store(point, point.record(Status.TOO_LARGE, too_large_error(point, memory)), None)
         start = time.monotonic()
         status = "finished"
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        # `farm sweep` turns the first SIGTERM into KeyboardInterrupt and lets its clean-up finish
+        # (cli/sweep.py, StopSignals); a caller of run_sweep that installed nothing gets the first part.
+        default = signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt) if default else None
         try:
             self._loop(ray)
             if self.queue:
@@ -170,7 +184,8 @@ class Driver:
         except KeyboardInterrupt:
             status = "interrupted"
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if default:
+                signal.signal(signal.SIGTERM, previous)
             self.sink.close(status)
         return SweepResult(
             self.sink.sweep_id,
@@ -180,8 +195,41 @@ class Driver:
             self.faults,
             time.monotonic() - start,
             status,
-            self.sink.skipped,
+            self.sink.claimed_elsewhere,
         )
+
+    def _source(self, points: list[Point], todo: list[Point], env_ids: set[int]) -> PointSource:
+        """The grid (every point not stored yet) or a search over the plan; and the best time stored per
+        shape, which the early cut compares with."""
+        o = self.options
+        with self.engine.connect() as conn:
+            stored = stored_times(
+                conn, env_ids, code_versions=set(self.versions.values()), shapes={p.shape for p in points}
+            )
+        times = {p: stored.get(p.key(self.versions[p.variant]), _ABSENT) for p in points}
+        for p, ms in times.items():
+            if ms not in (None, _ABSENT):
+                self._note_best(p, ms)
+        if o.search == "grid":
+            return GridSource(todo, self.spec.seed)
+        gpu = self.workers[0].info.environment
+        # Every GPU's rows teach: each row carries its own SMs and L2 (farm/search/features.py), and the
+        # in-group correction (farm/search/model.py) learns this GPU's offset from its first points.
+        observations = load_observations([o.db, *o.train])
+        fit = set(todo)  # too_large points and, without --repeat, stored ones are not candidates to run
+        return SearchSource(
+            [p for p in points if p in fit or times[p] is not _ABSENT],
+            strategy=o.search,
+            budget=parse_budget(o.budget),
+            seed=self.spec.seed,
+            stored={} if o.repeat else {p: ms for p, ms in times.items() if ms is not _ABSENT},
+            observations=observations,
+            limits=_limits(gpu),
+        )
+
+    def _note_best(self, point: Point, ms: float) -> None:
+        shape = (point.dtype, *point.shape)
+        self.best_ms[shape] = min(ms, self.best_ms.get(shape, ms))
 
     def _check_backend(self, points: list[Point]) -> None:
         """GPU-sized points on workers that run the interpreter (no GPU) only when asked for."""
@@ -202,8 +250,11 @@ class Driver:
         no GPU is free for them) are not waited for; with work left and no worker alive, the
         sweep ends `failed` after RECOVERY_WAIT_S."""
         stalled_since = None
-        while self.queue or self.inflight:
+        while self.queue or self.inflight or not self.source.exhausted:
             self._dispatch()
+            if not self.queue and not self.inflight and not self.source.exhausted:
+                log.error("the point source has nothing to hand out and nothing in flight; stopping")
+                return
             if not self.inflight:
                 if not any(w.recovering for w in self.workers):
                     log.error("no live workers left; %d batches not run", len(self.queue))
@@ -216,7 +267,7 @@ class Driver:
                     return
             else:
                 stalled_since = None
-            waitables = list(self.inflight) + [w.recovering for w in self.workers if w.recovering]
+            waitables = list(self.inflight) + [w.info_call for w in self.workers if w.recovering]
             ready, _ = ray.wait(waitables, num_returns=1, timeout=self._wait_timeout())
             for ref in ready:
                 if ref in self.inflight:
@@ -233,7 +284,7 @@ class Driver:
 
     def _dispatch(self) -> None:
         """Give the next batch to the least busy worker until every worker has its share in flight."""
-        while self.queue:
+        while self.queue or self._refill():
             ready = [
                 wi
                 for wi, w in enumerate(self.workers)
@@ -246,6 +297,8 @@ class Driver:
             batch = self._without_quarantined(self._claimed(self.queue.popleft()))
             if batch.points:
                 # the spec's timing: the worker makes its farm.timing.TimingPolicy (farm.timing imports torch)
+                best = self.best_ms.get((batch.dtype, batch.m, batch.n, batch.k))
+                batch.cut_ms = CUT_FACTOR * best if best else None
                 gen = w.actor.run_batch.remote(batch, self.spec.timing, self.repeats)
                 index_of = {(p.variant, p.config.key): i for i, p in enumerate(batch.points)}
                 deadline = time.monotonic() + self._compile_allowance(batch)
@@ -259,6 +312,9 @@ class Driver:
         keys = {p.key(self.versions[p.variant]): p for p in batch.points}
         ours = self.sink.claim(env_ids, keys, self.claim_statuses)
         batch.points = [p for key, p in keys.items() if key in ours]
+        for key, p in keys.items():
+            if key not in ours:
+                self.source.tell(p, None)  # another sweep measures it, or has
         return batch
 
     def _without_quarantined(self, batch: Batch) -> Batch:
@@ -365,11 +421,11 @@ class Driver:
         if kill:
             ray.kill(w.actor, no_restart=False)
         w.fault = fault
-        w.recovering = w.actor.info.remote()
+        w.info_call = w.actor.info.remote()
 
     def _recovered(self, ray, ref) -> None:
-        w = next(w for w in self.workers if w.recovering == ref)
-        w.recovering = None
+        w = next(w for w in self.workers if w.info_call == ref)
+        w.info_call = None
         try:
             info = ray.get(ref)
         except ray.exceptions.ActorUnavailableError:  # still restarting: ask again shortly
@@ -380,7 +436,7 @@ class Driver:
             return
         if info is None or info.pid == w.fault.old_pid:  # the killed process answered before it went
             time.sleep(0.2)
-            w.recovering = w.actor.info.remote()
+            w.info_call = w.actor.info.remote()
             return
         w.info = info
         w.fault.recovery_s = time.monotonic() - w.fault.detected
@@ -410,6 +466,24 @@ class Driver:
             record.gpu_uuid = record.gpu_uuid or w.info.gpu_uuid
         self.sink.add(w.env_id, record, faults=len(self.faults))
         self.fault_policy.stored(point, record)
+        if record.status == Status.OK and record.ms:
+            self._note_best(point, record.ms)
+        self.source.tell(point, record)
+
+    def _refill(self) -> bool:
+        """Queue what the point source can hand out now; False when it has nothing."""
+        self.queue.extend(self.source.take())
+        return bool(self.queue)
+
+
+def _limits(environment) -> DeviceLimits:
+    """The search's model of the workers' GPU: its SMs and L2 (the interpreter models NOMINAL_GPU's)."""
+    if not environment.sm_count or not environment.l2_bytes:
+        return NOMINAL_GPU
+    return dataclasses.replace(NOMINAL_GPU, sm_count=environment.sm_count, l2_bytes=environment.l2_bytes)
+
+
+_ABSENT = object()  # a point no run of this environment and code version holds
 
 
 def _raise_interrupt(signum, frame):

@@ -43,7 +43,9 @@ class InFlight:
     worker: int
     index_of: dict
     done: set = field(default_factory=set)
-    phase: str = "compile"  # compile | queued | check | timing (farm.worker.Progress)
+    # "compile" until the worker's first report, then its farm.worker.Progress phase: queued |
+    # warmup | check | timing | poisoned
+    phase: str = "compile"
     current: int | None = None
     timing: tuple = ()
     deadline: float = 0.0

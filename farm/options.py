@@ -29,6 +29,9 @@ class SweepOptions:
     progress: bool = True
     keep_workers: bool = False  # the workers outlive the sweep (cluster.py: kept workers)
     wait_s: float | None = None  # how long to wait for GPUs other jobs hold; None: as long as it takes
+    search: str = "grid"  # farm/source.py: the whole grid, or a strategy of farm.search within a budget
+    budget: str = "10%"  # a search's points per (dtype, shape): a share of its candidates or a count
+    train: list[str] = field(default_factory=list)  # more databases the model strategy learns from
 
     def __post_init__(self) -> None:
         problem = check_options(self)
@@ -79,4 +82,20 @@ def check_options(o: SweepOptions) -> str | None:
         checks.append(f"--backend must be one of {', '.join(BACKENDS)}, not {o.backend!r}")
     if not o.db:
         checks.append("--db must name a database (a SQLite path or an SQLAlchemy URL)")
+    checks.append(check_search(o))
     return next((c for c in checks if c), None)
+
+
+def check_search(o: SweepOptions) -> str | None:
+    """--search, --budget and --train in the command line's words (farm.search reads them)."""
+    from farm.search import STRATEGIES, parse_budget
+
+    if o.search not in STRATEGIES:
+        return f"--search must be one of {', '.join(STRATEGIES)}, not {o.search!r}"
+    try:
+        parse_budget(o.budget)
+    except ValueError as exc:
+        return f"--budget: {exc}"
+    if o.train and o.search != "model":
+        return "--train gives the model strategy more to learn from: use it with --search model"
+    return None

@@ -67,7 +67,9 @@ def plugin_folder() -> Path:
     """Where workers write plugins: one folder per host and user, each file under its digest, so
     that every worker of the host shares one copy and none is left behind per process (one
     `mkdtemp` per worker start had left 3,472 folders in this VM's /tmp). A folder another user
-    controls is refused (`private_folder`): its files would be imported."""
+    controls is refused (`private_folder`): its files would be imported. The copies stay for the next
+    sweep (one folder per plugin version, a few KB each) and are safe to delete while no sweep runs
+    (README, "Troubleshooting")."""
     return private_folder("farm-plugins")
 
 

@@ -7,24 +7,48 @@ database holds (writes are idempotent on the point key: the point and the sweep)
 The sink also holds the sweep's point claims (db.claims): the driver claims a batch's points before it
 dispatches them (`claim`), a flush releases the claims of the points it writes, and the flushes refresh
 the sweep's heartbeat, by which a second sweep into the same database tells this one alive from dead.
+Each flush also writes the sweep's counts (n_ok, n_failed), so that a running sweep reads "105 ok of
+277" on the dashboard, not 0 until it ends.
+
+A write that fails (a full disk: SQLite's "database or disk is full", an I/O error, a read-only file)
+ends the sweep with one line (`WriteFailed`, exit status 3), not a traceback: the buffered records are
+dropped (a rerun measures them), and the sweep is marked `interrupted` and its claims released where
+the database still takes so small a write (else the next sweep does both: db.claims.reap).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import shutil
+import sqlite3
 import sys
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
+from pathlib import Path
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
 from db import claims
+from db.engine import describe
+from db.models import Sweep, SweepStatus
 from db.records import MeasurementRecord, Status
 from db.writes import finish_sweep, start_sweep, upsert_measurements
+from farm.errors import WriteFailed
 
 FLUSH_EVERY_S = 1.0
+# What a stored point takes on disk: 920-980 B a measurement in the demo databases (its row, its
+# indexes and its share of the per-shape summaries). SQLite writes every page to the WAL first and
+# copies it into the database at a checkpoint, so a point needs about twice that free, plus a margin
+# for the checkpoint's and the summaries' pages.
+BYTES_PER_POINT = 1_000
+WRITE_MARGIN_BYTES = 4 * 2**20
+# What a failed write looks like: SQLite's own errors come wrapped by SQLAlchemy, or bare where a
+# caller used the driver directly; OSError for a file the driver could not create.
+WRITE_ERRORS = (OperationalError, sqlite3.OperationalError, OSError)
 # At most one progress line this often about points other sweeps hold (each claim round could say so).
 HELD_NOTE_EVERY_S = 10.0
 
@@ -41,7 +65,9 @@ class ResultSink:
         self.held: dict[int, tuple[str, int]] = {}
         self.noted: dict[int, int] = {}
         self.last_note = float("-inf")
-        self.skipped = 0  # points claimed elsewhere or stored by another sweep meanwhile
+        self.claimed_elsewhere = 0  # points claimed elsewhere or stored by another sweep meanwhile
+        self.stored: collections.Counter = collections.Counter()  # by status, what flushes wrote
+        self.failed_write: WriteFailed | None = None  # the first write that failed; nothing is written after
         self.bar = tqdm(
             total=total, unit="pt", disable=not progress, dynamic_ncols=True, desc=name, file=sys.stderr
         )
@@ -63,10 +89,13 @@ class ResultSink:
         First, sweeps left `running` by a driver that died (stale heartbeat) are marked interrupted
         and their claims deleted (db.claims.reap). A `repeat` sweep claims under its own run.
         """
-        with Session(engine) as session:
-            dead = claims.reap(session)
-            sweep_id = start_sweep(session, name=name, spec=spec, command=command, n_points=n_points)
-            session.commit()
+        try:
+            with Session(engine) as session:
+                dead = claims.reap(session)
+                sweep_id = start_sweep(session, name=name, spec=spec, command=command, n_points=n_points)
+                session.commit()
+        except WRITE_ERRORS as exc:
+            raise write_failed(engine, exc, n_points) from exc
         sink = cls(
             engine, sweep_id, total=n_points, name=name, progress=progress, run=sweep_id if repeat else 0
         )
@@ -78,7 +107,7 @@ class ResultSink:
 
     @property
     def failed(self) -> int:
-        return sum(v for k, v in self.counts.items() if k != Status.OK)
+        return _failed(self.counts)
 
     def note(self, line: str) -> None:
         """One line above the progress bar (or on stderr without one)."""
@@ -104,7 +133,7 @@ class ResultSink:
             session.commit()
         lost = len(keys) - len(got.ours)
         if lost:
-            self.skipped += lost
+            self.claimed_elsewhere += lost
             self.bar.total = max(self.bar.n, (self.bar.total or 0) - lost)
             self.bar.refresh()
         for s, (host, n) in got.held.items():
@@ -136,13 +165,19 @@ class ResultSink:
 
     def flush(self, force: bool = False) -> None:
         """Upsert the buffer if a second has passed since the last flush (or `force`), releasing the
-        claims of the points written; refresh the sweep's heartbeat every HEARTBEAT_EVERY_S."""
+        claims of the points written and writing the sweep's counts; refresh the sweep's heartbeat
+        every HEARTBEAT_EVERY_S. A failed write raises WriteFailed (module docstring)."""
+        if self.failed_write is not None:
+            raise self.failed_write
         now = time.monotonic()
         beat = now - self.last_beat >= claims.HEARTBEAT_EVERY_S
         write = self.buffer and (force or now - self.last_flush >= FLUSH_EVERY_S)
         if not write and not beat:
             return
-        with Session(self.engine) as session:
+
+        stored = self.stored + collections.Counter(r.status for _, r in self.buffer) if write else self.stored
+
+        def flush_in(session: Session) -> None:
             if write:
                 by_env: dict[int, list[MeasurementRecord]] = collections.defaultdict(list)
                 for env_id, record in self.buffer:
@@ -155,21 +190,97 @@ class ResultSink:
                 claims.release(
                     session, sweep_id=self.sweep_id, run=self.run, environment_ids=self.env_ids, keys=keys
                 )
+                session.execute(
+                    update(Sweep)
+                    .where(Sweep.id == self.sweep_id)
+                    .values(n_ok=stored[Status.OK], n_failed=_failed(stored))
+                )
             claims.heartbeat(session, self.sweep_id)
-            session.commit()
+
+        self._write(flush_in)
         if write:
+            self.stored = stored
             self.buffer.clear()
             self.last_flush = time.monotonic()
         self.last_beat = time.monotonic()
 
+    def _write(self, work: Callable[[Session], None]) -> None:
+        """Run `work` in one transaction; a failed write becomes this sink's WriteFailed."""
+        try:
+            with Session(self.engine) as session:
+                work(session)
+                session.commit()
+        except WRITE_ERRORS as exc:
+            left = max(0, (self.bar.total or 0) - self.bar.n) + len(self.buffer)
+            self.failed_write = write_failed(self.engine, exc, left)
+            raise self.failed_write from exc
+
     def close(self, status: str) -> None:
-        """Write what is buffered and the sweep's end: its status and counts; its claims are released."""
+        """Write what is buffered and the sweep's end: its status and counts; its claims are released.
+        After a failed write the buffer is dropped, the sweep ends `interrupted`, and WriteFailed is
+        raised again (with a note if even that end could not be written)."""
         self.bar.close()
-        self.flush(force=True)
-        self._note_held(force=True)
-        with Session(self.engine) as session:
+        if self.failed_write is None:
+            with contextlib.suppress(WriteFailed):  # kept in self.failed_write
+                self.flush(force=True)
+        failed = self.failed_write
+        if failed is not None:
+            status = SweepStatus.INTERRUPTED
+            self.buffer.clear()  # not stored: the next run of the command measures them
+        else:
+            self._note_held(force=True)
+
+        def finish(session: Session) -> None:
+            # what was stored: after a failed write, the counts' dropped records are not
             finish_sweep(
-                session, self.sweep_id, status=status, n_ok=self.counts[Status.OK], n_failed=self.failed
+                session,
+                self.sweep_id,
+                status=status,
+                n_ok=self.stored[Status.OK],
+                n_failed=_failed(self.stored),
             )
             claims.release_all(session, self.sweep_id)
-            session.commit()
+
+        try:
+            self._write(finish)
+        except WriteFailed:
+            if failed is None:
+                raise
+            raise WriteFailed(
+                f"{failed}; marking sweep #{self.sweep_id} interrupted failed too: the next sweep into this "
+                "database does it"
+            ) from None
+        if failed is not None:
+            raise failed
+
+
+def _failed(counts: collections.Counter) -> int:
+    return sum(v for k, v in counts.items() if k != Status.OK)
+
+
+def write_failed(engine: Engine, exc: BaseException, points_left: int) -> WriteFailed:
+    """The one line a failed write ends a sweep with: the database, SQLite's or the server's reason,
+    and for a file the free space there against what the points left need."""
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else ""
+    reason = reason or type(exc).__name__
+    target = describe(engine)
+    need = points_left * BYTES_PER_POINT * 2 + WRITE_MARGIN_BYTES
+    space = ""
+    if engine.dialect.name == "sqlite":
+        folder = Path(target).parent
+        try:
+            free = shutil.disk_usage(folder).free
+            space = (
+                f"; {_size(free)} free in {folder}, and the {points_left:,} points left need about "
+                f"{_size(need)}"
+            )
+        except OSError:
+            space = f"; the {points_left:,} points left need about {_size(need)} free in {folder}"
+    return WriteFailed(
+        f"cannot write to {target}: {reason}{space}. The points stored so far are kept; free space "
+        "(or give another --db), then run the same command again to resume"
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"

@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PositiveInt,
+    PrivateAttr,
     ValidationError,
 )
 
@@ -77,7 +78,7 @@ class ConfigAxes(_Strict):
 
 
 class Timing(_Strict):
-    """The measurement protocol's knobs (farm/timing.py says how each is used)."""
+    """The measurement protocol's knobs (farm/timing/ says how each is used)."""
 
     min_reps: PositiveInt = 10
     max_reps: PositiveInt = 100
@@ -90,13 +91,13 @@ class Timing(_Strict):
     # after `rest_s` of idle GPU. README "What a measurement is".
     regime: Literal["steady", "interleaved", "rest"] = "steady"
     # steady: the longest a config at the power limit runs before its measured block; the default
-    # (20 ms, the sub-block that finds the limit) settles nothing: settling steadied nothing on an
-    # H200 and cost 1.9 s a config (docs/design.md, "No settling at the power limit")
+    # (20 ms, the sub-block that finds the limit) settles nothing (docs/design.md, "No settling at
+    # the power limit")
     max_settle_s: float = Field(default=0.02, gt=0)
     # steady: passes at least for a config at the power limit (each about 0.5 s on an H200)
     limit_passes: PositiveInt = 1
     rest_s: float = Field(default=1.0, ge=0)
-    # Seconds of each point's own energy window (farm.clock.ENERGY_WINDOW_S says why 0.35): its
+    # Seconds of each point's own energy window (farm.energy.ENERGY_WINDOW_S says why 0.35): its
     # launches alone, back to back, for NVML's energy counter, which moves about every 100 ms; a
     # point with a reading of its own (a config at the power limit) takes none. 0: no windows,
     # and no energy for points below the power limit. README "What a measurement is".
@@ -111,6 +112,15 @@ class GridSpec(_Strict):
     configs: ConfigAxes = ConfigAxes()
     seed: int = 0
     timing: Timing = Timing()
+    # Where the spec came from (a file's path, "preset NAME") and its YAML tree, so that problems found
+    # after validation (an unknown variant: kernels' registry, plugins loaded) name the line too.
+    _source: str = PrivateAttr(default="<spec>")
+    _root: Any = PrivateAttr(default=None)
+
+    def where(self, *loc: str | int) -> str:
+        """`spec.yaml:7` for the field at `loc` (e.g. "variants", 1), or the source alone."""
+        line = _line_of(self._root, loc) if self._root is not None else None
+        return f"{self._source}:{line}" if line else self._source
 
     def shape_list(self) -> list[tuple[int, int, int]]:
         seen: dict[tuple[int, int, int], None] = {}
@@ -167,7 +177,7 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a spec is a YAML mapping with name, dtypes, variants, shapes, configs")
     try:
-        return GridSpec.model_validate(data)
+        spec = GridSpec.model_validate(data)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -176,6 +186,8 @@ def parse_spec(text: str, source: str = "<spec>") -> GridSpec:
             where = f"{source}:{line}" if line else source
             problems.append(f"{where}: {_field(loc)}: {err['msg']}")
         raise SpecError("invalid spec\n  " + "\n  ".join(dict.fromkeys(problems))) from None
+    spec._source, spec._root = source, root
+    return spec
 
 
 def preset_names() -> list[str]:

@@ -112,9 +112,9 @@ class GpuWorker:
         if "TRITON_CACHE_DIR" not in os.environ:
             os.environ["TRITON_CACHE_DIR"] = host_triton_cache()
         from farm import compile as compile_ahead
-        from farm.clock import QuietHost
         from farm.gpu import Gpu
         from farm.plugins import install_sources
+        from farm.quiet_host import QuietHost
         from kernels.interpreter import fix_bf16
 
         if backend == Backend.INTERPRETER:
@@ -152,11 +152,14 @@ class GpuWorker:
 
     def run_batch(self, batch, policy, repeats: int):
         """Yield Progress events and one MeasurementRecord per point of `batch`. `policy`: a
-        farm.timing.TimingPolicy, or the spec's farm.spec.Timing (what the torch-free driver sends)."""
+        farm.timing.policy.TimingPolicy, or the spec's farm.spec.Timing (what the torch-free driver
+        sends). The batch's `cut_ms` is its early cut (farm.timing.samples)."""
         import torch
 
         from farm import measure
-        from farm.timing import TimingPolicy, estimate_seconds, time_points
+        from farm.timing import estimate_seconds, time_points
+        from farm.timing.policy import TimingPolicy
+        from farm.timing.request import TimingRequest
         from kernels import DTYPES, get_variant, reference_matmul
 
         if not isinstance(policy, TimingPolicy):
@@ -218,11 +221,14 @@ class GpuWorker:
                 measure.warm_up(device, 0.3)
             try:
                 timings = time_points(
-                    [s.launch for s in timed],
-                    [s.check.host_s for s in timed],
-                    self._clock(device),
-                    policy,
-                    random.Random(seed),
+                    TimingRequest(
+                        [s.launch for s in timed],
+                        [s.check.host_s for s in timed],
+                        self._clock(device),
+                        policy,
+                        random.Random(seed),
+                        batch.cut_ms,
+                    )
                 )
             except Exception as exc:  # a kernel that passed its check failed while timed
                 if not self._context_ok():
@@ -322,36 +328,23 @@ class GpuWorker:
         return bool(top and state.sm_clock_mhz and state.sm_clock_mhz < 0.8 * top)
 
     def _record(self, slot, status: str, *, error: str = "", timing=None) -> MeasurementRecord:
+        """The point's row; `timing`: its farm.timing.samples.PointTiming, None where it was not timed."""
         from farm.metrics import derived
 
         p, check = slot.point, slot.check
-        state = timing.state if timing else None
         fields = derived(
             p.m, p.n, p.k, p.dtype, p.config, self.gpu.limits, slot.resources, timing.ms if timing else None
         )
         return p.record(
             status,
             error,
-            ms=timing.ms if timing else None,
-            ms_p20=timing.ms_p20 if timing else None,
-            ms_p80=timing.ms_p80 if timing else None,
-            reps=timing.reps if timing else None,
             rel_err=check.rel_err if check else None,
             nondeterminism=check.nondeterminism if check else None,
             compile_s=slot.compile_s,
-            stream_ms=timing.stream_ms if timing else None,
-            host_ms=timing.host_ms if timing else None,
-            timing_regime=timing.regime if timing else "",
-            joules_per_launch=timing.joules_per_launch if timing else None,
-            avg_watts=timing.avg_watts if timing else None,
-            power_limit_w=timing.power_limit_w if timing else None,
-            sm_clock_mhz=state.sm_clock_mhz if state else None,
-            temperature_c=state.temperature_c if state else None,
-            throttled=state.throttled if state else None,
-            throttle_reasons=state.reasons if state else "",
             worker=self.gpu.worker_name(),
             gpu_uuid=self.gpu.uuid,
             backend=self.backend,
+            **(timing.columns() if timing else {}),
             **fields,
         )
 

@@ -111,5 +111,5 @@ def test_joining_a_token_head_without_the_token_is_one_line_in_a_second(tmp_path
         "(RAY_AUTH_MODE is unset): set RAY_AUTH_MODE=token and give the cluster's token "
         "(~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
     ]
-    assert took < 8  # the command's own start-up included; ray.init alone retried for 20 s
+    assert took < 18  # under ray.init's 20 s of retries; the command's start-up (more when loaded) included
     assert not (tmp_path / "r.db").exists()

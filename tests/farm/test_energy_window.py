@@ -12,11 +12,16 @@ import pytest
 from test_interleaved_timing import FakeEvent
 
 import farm.clock
-from farm.clock import ENERGY_WINDOW_S, CudaClock, Readings
+from farm.clock import CudaClock, Readings
+from farm.energy import ENERGY_WINDOW_S
 from farm.gpu import GpuState
 from farm.spec import SpecError, parse_spec
 from farm.spec import Timing as SpecTiming
-from farm.timing import TimingPolicy, _energy_windows, _Point, estimate_seconds, time_points
+from farm.timing import estimate_seconds, time_points
+from farm.timing.own_blocks import energy_windows
+from farm.timing.policy import TimingPolicy
+from farm.timing.request import TimingRequest
+from farm.timing.samples import PointSamples
 
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available, disabling CUDA profiling")
 
@@ -155,7 +160,7 @@ def test_every_point_reads_its_own_power_from_its_own_window(clock, regime):
     joules_per_launch that power over its kernel time. No window launch is a sample."""
     watts = [200.0, 400.0, 600.0]
     configs, log, windows = _configs(clock, watts)
-    timings = time_points(configs, [1e-4] * 3, clock, _policy(regime), random.Random(0))
+    timings = time_points(TimingRequest(configs, [1e-4] * 3, clock, _policy(regime), random.Random(0)))
     assert [i for i, _ in windows] == [0, 1, 2]
     # samples, then the windows (each point's launches alone), then each point's host-time block
     first = next(j for j, (window, _) in enumerate(log) if window is not None)
@@ -187,7 +192,7 @@ def test_no_window_reading_stores_no_energy(clock, energy_window_s, frozen, wind
     clock.meter.frozen = frozen
     configs, log, windows = _configs(clock, [450.0, 450.0], ms=(1.0, 2.0), window_watts=window_watts)
     timings = time_points(
-        configs, [1e-4] * 2, clock, _policy(energy_window_s=energy_window_s), random.Random(0)
+        TimingRequest(configs, [1e-4] * 2, clock, _policy(energy_window_s=energy_window_s), random.Random(0))
     )
     assert [i for i, _ in windows] == ([] if energy_window_s == 0 else [0, 1])
     assert sorted({window for window, _ in log} - {None}) == [i for i, _ in windows]
@@ -200,7 +205,7 @@ def test_a_gpu_without_an_energy_counter_runs_no_window(clock):
     """NVML missing or a GPU older than Volta: a window would cost its 0.3 s for no reading."""
     clock.meter.energy_mj = lambda: None
     configs, log, windows = _configs(clock, [450.0, 450.0], ms=(1.0, 2.0))
-    timings = time_points(configs, [1e-4] * 2, clock, _policy(), random.Random(0))
+    timings = time_points(TimingRequest(configs, [1e-4] * 2, clock, _policy(), random.Random(0)))
     assert [(i, r.seconds, r.joules) for i, r in windows] == [(0, 0.0, None), (1, 0.0, None)]
     assert all(window is None for window, _ in log)
     assert [(t.avg_watts, t.joules_per_launch, t.reps) for t in timings] == [(None, None, 6)] * 2
@@ -220,7 +225,7 @@ class WindowClock:
 
 
 def _metered(joules, seconds, share=1.0, launch_s=None):
-    p = _Point(launch_s=launch_s)
+    p = PointSamples(launch_s=launch_s)
     p.stream = [1.0, 1.2, 1.1]
     p.meter(Readings(seconds, joules), share=share)
     return p
@@ -236,7 +241,7 @@ def test_a_point_with_its_own_long_reading_takes_no_window():
         _metered(5.0, 0.01),  # 10 ms of its own: too short
     ]
     clock = WindowClock(watts=420.0)
-    _energy_windows(points, ["own", "shared", "short"], [1e-4] * 3, clock, TimingPolicy())
+    energy_windows(points, ["own", "shared", "short"], [1e-4] * 3, clock, TimingPolicy())
     assert clock.windows == [
         ("shared", ENERGY_WINDOW_S, 0.4e-3),
         ("short", ENERGY_WINDOW_S, pytest.approx(1.17e-3)),

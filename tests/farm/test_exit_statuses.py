@@ -11,7 +11,7 @@ from farmkit import ONE_POINT_SPEC, PLUGINS, measurements, write_spec
 
 from cli import main as farm
 from cli.sweep import EXIT_STATUSES, exit_status
-from farm import cluster
+from farm import ray_connect
 from farm.errors import UserError
 from farm.options import SweepOptions
 from farm.plan import INTERPRETER_MAX_MNK, Point, interpreter_refusal, point_bytes, split_too_large
@@ -36,8 +36,8 @@ RAISES_SPEC = ONE_POINT_SPEC.replace("name: one_point", "name: raises").replace(
 def no_gpu_here(monkeypatch):
     """This host as the sweep sees it before Ray starts: no GPU, no Ray head, no RAY_ADDRESS."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(cluster, "local_head", lambda *a: None)
-    monkeypatch.setattr(cluster, "nvml_gpu_count", lambda: 0)
+    monkeypatch.setattr(ray_connect, "local_head", lambda *a: None)
+    monkeypatch.setattr(ray_connect, "nvml_gpu_count", lambda: 0)
 
 
 @pytest.mark.parametrize(

@@ -81,7 +81,7 @@ def test_a_sweep_waiting_for_held_gpus_says_so_and_gives_up_at_wait_s(held_gpu_h
     said = "\n".join(line for _, line in lines)
     assert waiting, said
     first_s, first = waiting[0]
-    assert first_s < 10, said
+    assert lines[-1][0] - first_s >= 6, said  # said early in the 12 s wait, however long start-up took
     assert "asked for 1 GPU(s), one per worker, 1 still unplaced; the cluster has 0 of 1 GPU(s) free" in first
     assert "actor GpuHog 'someone-elses-training'" in first and "job " in first
     assert code == EXIT_NO_GPUS, said

@@ -62,7 +62,7 @@ def test_a_folder_this_user_does_not_alone_control_is_refused(own_tmp, made):
 def test_a_worker_uses_the_shared_cache_only_when_triton_cache_dir_is_unset(own_tmp, monkeypatch):
     """A node that sets its own TRITON_CACHE_DIR is not refused for a folder it never uses; where the
     shared one is refused, the worker's first call (info) raises the UserError, and the driver
-    (`farm.cluster.await_workers`) reports that rather than Ray's dead-actor traceback."""
+    (`farm.gpu_wait.await_workers`) reports that rather than Ray's dead-actor traceback."""
     from farm import worker
 
     (own_tmp / f"farm-triton-cache-{os.getuid()}").symlink_to(own_tmp)
@@ -79,7 +79,8 @@ def test_a_worker_uses_the_shared_cache_only_when_triton_cache_dir_is_unset(own_
 def test_the_driver_reports_a_workers_startup_error_as_it_is():
     import ray
 
-    from farm.cluster import WorkerHandle, await_workers
+    from farm.cluster import WorkerHandle
+    from farm.gpu_wait import await_workers
 
     error = UnsafeFolder("/tmp/farm-triton-cache-0 is not a folder of this user's: remove it")
     raised = ray.exceptions.RayTaskError("GpuWorker.info", "Traceback ...", error).as_instanceof_cause()

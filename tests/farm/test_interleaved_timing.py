@@ -10,7 +10,11 @@ import pytest
 import farm.clock
 from farm.clock import POLL_S, CudaClock, Readings
 from farm.gpu import GpuState
-from farm.timing import TimingPolicy, _Point, _share_span, time_points
+from farm.timing import time_points
+from farm.timing.interleaved import share_span
+from farm.timing.policy import TimingPolicy
+from farm.timing.request import TimingRequest
+from farm.timing.samples import PointSamples
 
 WATTS = 600.0
 
@@ -97,7 +101,9 @@ def test_interleaved_reads_energy_twice_per_batch_whatever_the_rounds(clock, lau
     policy = TimingPolicy(
         min_reps=reps, max_reps=reps, regime="interleaved", min_metered_s=0.0, energy_window_s=0.0
     )
-    timings = time_points(_sleeping(*launch_ms), [1e-4] * len(launch_ms), clock, policy, random.Random(0))
+    timings = time_points(
+        TimingRequest(_sleeping(*launch_ms), [1e-4] * len(launch_ms), clock, policy, random.Random(0))
+    )
     assert [t.reps for t in timings] == [reps] * len(launch_ms)
     # the span's two ends: energy and the power limit; each round samples the clock twice
     assert clock.meter.reads == {"energy": 2, "state": 2 * reps, "power_limit": 1}
@@ -109,7 +115,7 @@ def test_every_point_of_a_batch_gets_the_span_power(clock):
     policy = TimingPolicy(
         min_reps=5, max_reps=5, regime="interleaved", min_metered_s=0.0, energy_window_s=0.0
     )
-    timings = time_points(launches, [1e-4] * 2, clock, policy, random.Random(1))
+    timings = time_points(TimingRequest(launches, [1e-4] * 2, clock, policy, random.Random(1)))
     # counter and span are timed around the same rounds, microseconds apart
     assert [t.avg_watts for t in timings] == pytest.approx([WATTS, WATTS], rel=0.05)
     for t in timings:
@@ -125,13 +131,13 @@ def test_energy_needs_a_long_enough_share_of_the_session(clock, min_metered_s, s
     policy = TimingPolicy(
         min_reps=4, max_reps=4, regime="interleaved", min_metered_s=min_metered_s, energy_window_s=0.0
     )
-    timings = time_points(_sleeping(0.3, 0.6), [1e-4] * 2, clock, policy, random.Random(0))
+    timings = time_points(TimingRequest(_sleeping(0.3, 0.6), [1e-4] * 2, clock, policy, random.Random(0)))
     assert [t.avg_watts is not None for t in timings] == [stored, stored]
     assert [t.joules_per_launch is not None for t in timings] == [stored, stored]
 
 
 def _point(*stream_ms):
-    p = _Point()
+    p = PointSamples()
     p.stream = list(stream_ms)
     return p
 
@@ -146,7 +152,7 @@ def _point(*stream_ms):
 def test_span_shares_add_up_to_the_span_and_go_by_stream_time(streams):
     points = [_point(*s) for s in streams]
     span = Readings(2.5, joules=1750.0, power_limit_w=700.0)
-    _share_span(points, span)
+    share_span(points, span)
     assert sum(p.joules for p in points) == pytest.approx(span.joules)
     assert sum(p.metered_s for p in points) == pytest.approx(span.seconds)
     total_ms = sum(map(sum, streams))
@@ -159,7 +165,7 @@ def test_a_span_without_energy_leaves_the_rounds_own():
     """A clock without a metered span (the interpreter's, test fakes): blocks keep their readings."""
     p = _point(1.0)
     p.joules, p.metered_s = 0.6, 0.001
-    _share_span([p], Readings(0.5))
+    share_span([p], Readings(0.5))
     assert (p.joules, p.metered_s, p.power_limit_w) == (0.6, 0.001, None)
 
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from farmkit import REPO, farm_command, subprocess_env, write_spec
 
-from farm import cluster
+from farm import cluster, ray_connect
 from farm.driver import Driver, SweepOptions
 from farm.errors import UserError
 from farm.spec import load_spec
@@ -80,9 +80,9 @@ class _NoRay:
 
 def test_keeping_workers_without_a_running_cluster_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(cluster, "local_head", lambda: None)
+    monkeypatch.setattr(ray_connect, "local_head", lambda: None)
     with pytest.raises(UserError, match="ray start --head"):
-        cluster.connect(_NoRay(), None, None, join_only=True)
+        ray_connect.connect(_NoRay(), None, None, join_only=True)
 
 
 def test_farm_workers_without_a_running_cluster_is_one_line_and_exit_2(tmp_path):

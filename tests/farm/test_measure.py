@@ -6,41 +6,23 @@ import itertools
 import math
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 
-from farm.clock import (
-    LAUNCH_LABEL,
-    MAX_SLEEP_US,
-    Activity,
-    Block,
-    CudaClock,
-    EnergyUpdates,
-    HostClock,
-    Readings,
-    _joules,
-    activities,
-    busy_ms,
-    head_start_us,
-    kernel_ms_per_launch,
-    max_block_launches,
-)
+from farm.clock import MAX_SLEEP_US, Block, CudaClock, HostClock, Readings, head_start_us, max_block_launches
+from farm.cupti import LAUNCH_LABEL, Activity, activities, busy_ms, kernel_ms_per_launch
+from farm.energy import EnergyUpdates, span_joules
 from farm.gpu import GpuState
 from farm.metrics import NOMINAL_GPU, KernelResources, derived, occupancy
 from farm.spec import SpecError, parse_spec
 from farm.spec import Timing as SpecTiming
-from farm.timing import (
-    SubBlock,
-    TimingPolicy,
-    estimate_seconds,
-    median_ci_halfwidth,
-    settled,
-    summarize,
-    time_interleaved,
-    time_points,
-    time_steady,
-)
+from farm.timing import estimate_seconds, time_points
+from farm.timing.interleaved import time_interleaved
+from farm.timing.policy import TimingPolicy
+from farm.timing.request import TimingRequest
+from farm.timing.samples import median_ci_halfwidth, summarize
+from farm.timing.steady import SubBlock, settled, time_steady
 from kernels import LIBRARY_CONFIG, MatmulConfig
 
 
@@ -77,7 +59,7 @@ def test_rounds_interleave_in_a_fresh_random_order_until_stable():
     policy = TimingPolicy(
         min_reps=5, max_reps=50, target_ci=0.005, max_seconds_per_point=10, regime="interleaved"
     )
-    timings = time_points(launches, [0.0] * 3, clock, policy, random.Random(0))
+    timings = time_points(TimingRequest(launches, [0.0] * 3, clock, policy, random.Random(0)))
     # Constant times are stable at once: every launcher stops at min_reps, one launch per round.
     assert [t.reps for t in timings] == [5, 5, 5]
     assert [t.ms for t in timings] == [1.0, 2.0, 3.0]
@@ -92,7 +74,9 @@ def test_noisy_points_run_longer_and_stop_at_max_reps():
     steady, noisy = _constant(1.0), lambda: 1.0 + noise.random()
     launches = [steady, noisy]
     policy = TimingPolicy(min_reps=5, max_reps=40, target_ci=0.005, max_seconds_per_point=10)
-    timings = time_interleaved(launches, [0.0, 0.0], FakeClock(launches), policy, random.Random(0))
+    timings = time_interleaved(
+        TimingRequest(launches, [0.0, 0.0], FakeClock(launches), policy, random.Random(0))
+    )
     assert timings[0].reps == 5
     assert timings[1].reps == 40
     assert timings[1].ms_p20 < timings[1].ms < timings[1].ms_p80
@@ -101,7 +85,9 @@ def test_noisy_points_run_longer_and_stop_at_max_reps():
 def test_time_cap_stops_a_slow_point():
     launches = [lambda: 300.0 + random.random()]  # 300 ms a launch, noisy
     policy = TimingPolicy(min_reps=3, max_reps=100, target_ci=1e-9, max_seconds_per_point=1.0)
-    (timing,) = time_interleaved(launches, [0.0], FakeClock(launches), policy, random.Random(0))
+    (timing,) = time_interleaved(
+        TimingRequest(launches, [0.0], FakeClock(launches), policy, random.Random(0))
+    )
     assert timing.reps == 4  # 4 x 0.33 s of stream time passes the 1 s cap
 
 
@@ -109,7 +95,7 @@ def test_energy_of_a_shared_round_goes_by_kernel_time():
     launches = [_constant(1.0), _constant(3.0)]
     policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved", min_metered_s=0.0)
     timings = time_interleaved(
-        launches, [0.0] * 2, FakeClock(launches, watts=600.0), policy, random.Random(0)
+        TimingRequest(launches, [0.0] * 2, FakeClock(launches, watts=600.0), policy, random.Random(0))
     )
     assert [t.avg_watts for t in timings] == pytest.approx([600.0, 600.0])
     assert [t.joules_per_launch for t in timings] == pytest.approx([0.6, 1.8])
@@ -138,7 +124,7 @@ def test_energy_is_stored_only_from_a_long_and_physical_reading(launch_ms, watts
 
         clock.run = limited
     policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved", max_seconds_per_point=10)
-    (timing,) = time_interleaved(launches, [0.0], clock, policy, random.Random(0))
+    (timing,) = time_interleaved(TimingRequest(launches, [0.0], clock, policy, random.Random(0)))
     assert (timing.avg_watts is not None) is stored
     assert (timing.joules_per_launch is not None) is stored
 
@@ -201,13 +187,15 @@ def test_steady_regime_times_each_config_in_its_own_steady_state():
     steady = TimingPolicy(
         min_reps=10, max_reps=60, target_ci=0.002, max_seconds_per_point=5, max_settle_s=1.5
     )
-    got = time_steady(launches, [1e-4] * 2, PowerLimitedGpu(kernels), steady, random.Random(0))
+    got = time_steady(TimingRequest(launches, [1e-4] * 2, PowerLimitedGpu(kernels), steady, random.Random(0)))
     mixed = time_interleaved(
-        launches,
-        [1e-4] * 2,
-        PowerLimitedGpu(kernels),
-        TimingPolicy(min_reps=60, max_reps=60),
-        random.Random(0),
+        TimingRequest(
+            launches,
+            [1e-4] * 2,
+            PowerLimitedGpu(kernels),
+            TimingPolicy(min_reps=60, max_reps=60),
+            random.Random(0),
+        )
     )
     assert got[1].ms / got[0].ms == pytest.approx(truth, rel=0.01)
     assert abs(mixed[1].ms / mixed[0].ms - truth) > 3 * abs(got[1].ms / got[0].ms - truth)
@@ -217,10 +205,45 @@ def test_steady_regime_times_each_config_in_its_own_steady_state():
     assert got[0].state.reasons == "sw_power_cap" and {t.regime for t in got} == {"steady"}
 
 
+class NoisyGpu(PowerLimitedGpu):
+    """PowerLimitedGpu whose launches vary by up to 5%, so that no point meets a tight target_ci."""
+
+    def __init__(self, kernels):
+        super().__init__(kernels)
+        self.noise = random.Random(7)
+
+    def run(self, launches, host_s, *, profile, gpu_s=0.0):
+        block = super().run(launches, host_s, profile=profile, gpu_s=gpu_s)
+        block.kernel_ms[:] = [ms * (1 + 0.05 * self.noise.random()) for ms in block.kernel_ms]
+        return block
+
+
+@pytest.mark.parametrize("regime", ["steady", "interleaved", "rest"])
+@pytest.mark.parametrize("cut_ms", [3.0, None], ids=["cut-at-3ms", "no-cut"])
+def test_the_early_cut_stops_a_hopeless_point_at_min_reps_and_never_the_best(regime, cut_ms):
+    """A batch below the power limit whose best stored time is 1 ms, cut at 3x: the 4 ms config stops
+    at min_reps and says so in its regime; the best and a 2.5 ms config (slow against the batch, under
+    the cut) take every sample the stop rule asks for. Without a cut, all of them do."""
+    kernels = [Kernel(1.0, 200.0), Kernel(4.0, 250.0), Kernel(2.5, 220.0)]
+    policy = TimingPolicy(
+        min_reps=10, max_reps=60, target_ci=1e-9, max_seconds_per_point=100, regime=regime, rest_s=0.0
+    )
+    launches = [lambda: 0, lambda: 1, lambda: 2]
+    best, slow, under = time_points(
+        TimingRequest(launches, [1e-4] * 3, NoisyGpu(kernels), policy, random.Random(0), cut_ms)
+    )
+    assert (best.reps, best.regime) == (60, regime) and (under.reps, under.regime) == (60, regime)
+    if cut_ms is None:  # steady's blocks fill 100 ms: 25 launches of 4 ms a pass, past max_reps in three
+        assert slow.reps >= 60 and slow.regime == regime
+    else:
+        assert (slow.reps, slow.regime) == (10, f"{regime}+cut") and slow.ms > cut_ms
+    assert best.ms == pytest.approx(1.0, rel=0.05) and slow.ms == pytest.approx(4.0, rel=0.05)
+
+
 def test_below_the_power_limit_one_short_sub_block_settles():
     gpu = PowerLimitedGpu([Kernel(2.0, 300.0)])
     policy = TimingPolicy(min_reps=10, max_reps=20, target_ci=0.5)
-    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    (timing,) = time_steady(TimingRequest([lambda: 0], [1e-4], gpu, policy, random.Random(0)))
     # one launch to size blocks; pass 1: one 20 ms sub-block, the measured block; pass 2: settled
     # below the limit in pass 1, so a measured block alone
     assert [p for _, p in gpu.blocks] == [False, False, True, True]
@@ -231,7 +254,7 @@ def test_below_the_power_limit_one_short_sub_block_settles():
 def test_at_the_power_limit_settling_lasts_until_the_clock_stops_moving():
     gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
     policy = TimingPolicy(min_reps=10, max_reps=10, target_ci=0.5, min_passes=1, max_settle_s=1.5)
-    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    (timing,) = time_steady(TimingRequest([lambda: 0], [1e-4], gpu, policy, random.Random(0)))
     settle_launches = sum(n for n, profiled in gpu.blocks if not profiled)
     # the clock falls from 1980 towards 1386 MHz with a 0.2 s time constant: several 100 ms sub-blocks
     assert 0.3 < settle_launches * 5.07e-3 * MAX_MHZ / 1386 < policy.max_settle_s + 0.2
@@ -253,7 +276,7 @@ def test_below_the_limit_every_pass_shares_measured_blocks():
     gpu.run = recording
     policy = TimingPolicy(min_reps=12, max_reps=12, target_ci=0.5, min_passes=3)
     launches = [lambda: 0, lambda: 1, lambda: 2]
-    timings = time_steady(launches, [1e-4] * 3, gpu, policy, random.Random(1))
+    timings = time_steady(TimingRequest(launches, [1e-4] * 3, gpu, policy, random.Random(1)))
     assert order[0] == ([0, 1, 2], False)  # one launch each, to size blocks
     screen, profiled = order[1], [p for _, p in order[2:]]
     assert screen[1] is False and sorted(set(screen[0])) == [0, 1, 2] and all(profiled)
@@ -273,7 +296,7 @@ def test_a_batch_with_a_config_at_the_limit_settles_each_config_alone():
     policy = TimingPolicy(
         min_reps=10, max_reps=10, target_ci=0.5, min_passes=2, max_seconds_per_point=10, max_settle_s=1.5
     )
-    timings = time_steady([lambda: 0, lambda: 1], [1e-4] * 2, gpu, policy, random.Random(0))
+    timings = time_steady(TimingRequest([lambda: 0, lambda: 1], [1e-4] * 2, gpu, policy, random.Random(0)))
     unprofiled = [n for n, p in gpu.blocks if not p]
     assert len(unprofiled) >= 2 + 1 + 3  # sizing, screen; 1 sub-block below the limit, >= 3 at it
     # (config 0's time is not asserted: this fake's clock climbs back from config 1's limit with
@@ -290,7 +313,7 @@ def test_at_the_power_limit_every_pass_settles_again():
     policy = TimingPolicy(
         min_reps=10, max_reps=80, target_ci=1e-9, min_passes=2, max_seconds_per_point=10, max_settle_s=1.5
     )
-    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    (timing,) = time_steady(TimingRequest([lambda: 0], [1e-4], gpu, policy, random.Random(0)))
     profiled = [p for _, p in gpu.blocks]
     assert profiled.count(True) == 2 and profiled[-1] and profiled[-2] is False
     assert [n for n, p in gpu.blocks if p] == [42, 42] and timing.reps == 84  # max_reps: done
@@ -303,7 +326,7 @@ def test_at_the_power_limit_one_pass_when_the_stop_rule_allows():
     policy = TimingPolicy(
         min_reps=10, max_reps=100, target_ci=0.01, min_passes=2, max_seconds_per_point=10, max_settle_s=1.5
     )
-    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    (timing,) = time_steady(TimingRequest([lambda: 0], [1e-4], gpu, policy, random.Random(0)))
     assert [n for n, p in gpu.blocks if p] == [42] and timing.reps == 42
 
 
@@ -315,7 +338,7 @@ def test_at_the_power_limit_by_default_nothing_settles_and_the_block_gives_every
     kernel = Kernel(0.5, 1000.0)
     gpu = PowerLimitedGpu([kernel], tau_s=0.02)  # a limiter faster than the block: its clock is steady
     policy = TimingPolicy(min_reps=10, max_reps=100, target_ci=0.01, min_passes=2, max_seconds_per_point=10)
-    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    (timing,) = time_steady(TimingRequest([lambda: 0], [1e-4], gpu, policy, random.Random(0)))
     sizing, screen, sub_block, measured = gpu.blocks
     assert [sizing[1], screen[1], sub_block[1], measured[1]] == [False, False, False, True]
     assert sub_block[0] == round(0.02 / ((kernel.ms + gpu.flush_ms) / 1e3))
@@ -331,11 +354,13 @@ def test_limit_passes_sets_how_often_a_config_at_the_limit_is_measured():
     gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=0.2)
     text = "name: t\ndtypes: [bfloat16]\nvariants: [tiled]\nshapes: [{m: 8, n: 8, k: 8}]\n"
     spec = parse_spec(text + "timing: {limit_passes: 3, max_settle_s: 1.5}\n")
-    policy = replace(TimingPolicy.from_spec(spec.timing), target_ci=0.01, max_seconds_per_point=10)
+    policy = TimingPolicy.from_spec(spec.timing).model_copy(
+        update={"target_ci": 0.01, "max_seconds_per_point": 10}
+    )
     assert policy.limit_passes == 3
     with pytest.raises(SpecError, match=r"timing.limit_passes: Input should be greater than 0"):
         parse_spec(text + "timing: {limit_passes: 0}\n")
-    (timing,) = time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    (timing,) = time_steady(TimingRequest([lambda: 0], [1e-4], gpu, policy, random.Random(0)))
     assert [n for n, p in gpu.blocks if p] == [42, 42, 42] and timing.reps == 126
 
 
@@ -343,7 +368,7 @@ def test_settling_stops_at_max_settle_s():
     gpu = PowerLimitedGpu([Kernel(5.0, 1000.0)], tau_s=1e6)  # a limiter that never acts
     gpu.run = _drifting(gpu.run)
     policy = TimingPolicy(min_reps=5, max_reps=5, min_passes=1, max_settle_s=0.5)
-    time_steady([lambda: 0], [1e-4], gpu, policy, random.Random(0))
+    time_steady(TimingRequest([lambda: 0], [1e-4], gpu, policy, random.Random(0)))
     settle_s = sum(n for n, profiled in gpu.blocks if not profiled) * 5.07e-3
     assert 0.5 <= settle_s < 0.5 + 0.11
 
@@ -399,7 +424,7 @@ def test_rest_regime_launches_once_per_rest():
     policy = TimingPolicy(
         min_reps=3, max_reps=50, target_ci=1e-9, max_seconds_per_point=0.1, regime="rest", rest_s=0.0
     )
-    timings = time_points(launches, [0.0] * 2, clock, policy, random.Random(0))
+    timings = time_points(TimingRequest(launches, [0.0] * 2, clock, policy, random.Random(0)))
     assert all(len(ids) == 1 and profiled for ids, profiled in clock.blocks)
     assert [t.reps for t in timings] == [3, 3] and {t.regime for t in timings} == {"rest"}
 
@@ -603,7 +628,9 @@ def test_a_host_clock_measures_without_settling():
 
     calls = []
     policy = TimingPolicy(min_reps=4, max_reps=4)
-    (timing,) = time_steady([lambda: calls.append(1)], [0.0], HostClock(), policy, random.Random(0))
+    (timing,) = time_steady(
+        TimingRequest([lambda: calls.append(1)], [0.0], HostClock(), policy, random.Random(0))
+    )
     assert len(calls) == 4 and timing.reps == 4 and timing.ms == timing.stream_ms == timing.host_ms
 
 
@@ -750,7 +777,7 @@ def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(
     assert first.kernel_ms == first.stream_ms and second.kernel_ms == second.stream_ms
     assert first.stream_ms[0] >= 1.0 and first.stream_ms[1] >= 2.0  # a sleep lasts at least as asked
     policy = TimingPolicy(min_reps=4, max_reps=4, regime="interleaved", min_metered_s=0.0)
-    timings = time_points(launches, [1e-3] * 2, cpu_cuda_clock, policy, random.Random(0))
+    timings = time_points(TimingRequest(launches, [1e-3] * 2, cpu_cuda_clock, policy, random.Random(0)))
     assert [t.reps for t in timings] == [4, 4] and timings[0].ms >= 1.0 and timings[1].ms >= 2.0
     assert timings[0].state.sm_clock_mhz == 1500 and timings[0].avg_watts > 0
 
@@ -765,7 +792,7 @@ def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(
 )
 def test_block_energy_is_unknown_where_the_counter_did_not_tick(before, after, joules):
 
-    assert _joules(before, after) == joules
+    assert span_joules(before, after) == joules
 
 
 class SessionClock(FakeClock):
@@ -801,7 +828,7 @@ def test_host_time_comes_from_a_block_outside_the_profiler_session(regime, calls
     launches = [_constant(1.0), _constant(2.0)]
     clock = SessionClock(launches, host_ms=[0.04, 0.09])
     policy = TimingPolicy(min_reps=3, max_reps=3, regime=regime, rest_s=0.0, energy_window_s=0.0)
-    timings = time_points(launches, [0.0] * 2, clock, policy, random.Random(0))
+    timings = time_points(TimingRequest(launches, [0.0] * 2, clock, policy, random.Random(0)))
     assert [t.host_ms for t in timings] == pytest.approx([0.04, 0.09])
     assert sorted(clock.host_calls) == [(0, False, calls[0]), (1, False, calls[1])]  # no session open
 
@@ -812,7 +839,7 @@ def test_host_times_wait_for_running_compiles_and_hold_new_ones_back():
     import threading
     import time as clock_time
 
-    from farm.clock import QuietHost
+    from farm.quiet_host import QuietHost
 
     quiet, log = QuietHost(), []
 

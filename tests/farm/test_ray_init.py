@@ -1,14 +1,17 @@
 """How a sweep finds its Ray: --address, RAY_ADDRESS, a head running on this node, else a local one;
 and an address that cannot be reached is one error line and exit status 2."""
 
+import json
 import socket
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from farmkit import REPO, farm_command, subprocess_env
 
-from farm.cluster import RayInit, _host_port, local_head, plan_ray_init, reachable, visible_gpus
+from farm.ray_connect import RayInit, _host_port, local_head, plan_ray_init, reachable, visible_gpus
 
 
 @pytest.mark.parametrize(
@@ -121,3 +124,42 @@ def test_unreachable_address_is_one_line_and_exit_2(tmp_path: Path, tiny_spec: P
 )
 def test_visible_gpus(count: int, cuda_visible_devices: str | None, expected: int) -> None:
     assert visible_gpus(count, cuda_visible_devices) == expected
+
+
+LOOPBACK_PROBE = """
+import json, os, ray
+from farm import ray_connect
+started = ray_connect.connect(ray, None, 1)
+host, port = ray.get_runtime_context().gcs_address.rsplit(":", 1)
+binds = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for line in open(table).read().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        if state == "0A" and int(local.rsplit(":", 1)[1], 16) == int(port):
+            binds.add(local.rsplit(":", 1)[0])
+switch = os.environ.get(ray_connect.SINGLE_MACHINE_ENV)
+print(json.dumps({"started": started, "host": host, "binds": sorted(binds), "switch": switch}))
+ray.shutdown()
+"""
+# 127.0.0.1 as /proc/net/tcp writes it, and as tcp6 writes its IPv4-mapped form
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket tables")
+def test_a_local_ray_listens_on_loopback_only() -> None:
+    """The local Ray a sweep starts binds 127.0.0.1, not every interface (Ray's default on Linux: its
+    GCS on `::`): the GCS address is loopback and its port is bound to 127.0.0.1 alone; the switch
+    is put back once Ray is up."""
+    # a Ray temp dir of its own, so no head of this node's is joined; short, for Ray's socket paths
+    # (107 bytes at most), which a pytest tmp_path outgrows
+    with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_tmp:
+        env = subprocess_env() | {"RAY_TMPDIR": ray_tmp}
+        env.pop("RAY_ADDRESS", None)
+        env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        out = subprocess.run(
+            [sys.executable, "-c", LOOPBACK_PROBE], env=env, capture_output=True, text=True, timeout=300
+        )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["started"] and seen["host"] == "127.0.0.1" and seen["switch"] is None
+    assert seen["binds"] and set(seen["binds"]) <= LOOPBACK, seen

@@ -82,7 +82,7 @@ BAD_INPUTS = [
     ),
     pytest.param(
         ["--spec", "{spec_dir}/unknown.yaml"],
-        "spec variants[1]: unknown variant 'strassen'; known:",
+        "unknown.yaml:4: variants[1]: unknown variant 'strassen'; known:",
         id="unknown-variant",
     ),
     pytest.param(

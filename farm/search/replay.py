@@ -1,0 +1,287 @@
+"""Simulation mode: replay stored exhaustive sweeps point by point and score a strategy against them.
+
+Each (gpu, dtype, shape) group of a stored sweep is a search whose measurements are already known:
+the strategy asks, the replay answers with the stored time (a row that did not end ok answers as a
+failure), in rounds of a quarter of the budget as farm/source.py deals them. Per budget it reports
+the share of groups (over groups and seeds) within 1%, 2% and 5% of the group's exhaustive best over
+its searched candidates (library baselines are no candidates), the worst miss, and Kernel Tuner's
+methodology score (strategy - random) / (optimum - random), with random's expectation computed
+exactly (`expected_random_best`): 0 is random search, 1 finds the optimum every time.
+
+The model learns only from rows the protocol allows, and `check_no_leak` refuses (LeakError) any
+training set holding the replayed shape:
+- shape_out: every shape of the replayed and --train databases but the replayed one;
+- family_out: also without the shapes that share two of m, n, k with it (same position);
+- cross_study: the --train databases alone (still without the replayed shape).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from db.export import reading
+from db.observations import OBSERVATION_COLUMNS, sweep_rows
+from farm.plan import Point
+from farm.search.budget import Budget
+from farm.search.group import Group
+from farm.search.observations import Observations, _is_baseline, row_config
+from farm.search.strategies import make_strategy
+
+PROTOCOLS = ("shape_out", "family_out", "cross_study")
+WITHIN = (0.01, 0.02, 0.05)
+RESULT_COLUMNS = (
+    "strategy",
+    "protocol",
+    "budget",
+    "share_within_1pct",
+    "share_within_2pct",
+    "share_within_5pct",
+    "worst_miss",
+    "score",
+)
+
+
+class LeakError(RuntimeError):
+    """A training set holds a row of the shape being replayed: the replay would grade a memory."""
+
+
+@dataclass
+class ReplayGroup:
+    """One stored exhaustive search: its candidates and what each measured (None: not ok)."""
+
+    gpu_name: str
+    group: Group
+    times: dict[Point, float | None]
+    candidates: list[Point] = field(init=False)
+    best_ms: float = field(init=False)
+    # What a search that found no ok point ends with: the group's slowest ok time.
+    nothing_ms: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.candidates = list(self.times)
+        ok = [ms for ms in self.times.values() if ms is not None]
+        self.best_ms, self.nothing_ms = min(ok), max(ok)
+
+    def sorted_outcomes(self) -> np.ndarray:
+        """Every candidate's value to a search, ascending (failures as `nothing_ms`)."""
+        return np.sort([self.nothing_ms if ms is None else ms for ms in self.times.values()])
+
+
+def groups_from_rows(rows: pd.DataFrame) -> list[ReplayGroup]:
+    """The groups of a stored sweep's rows (db.observations.SWEEP_COLUMNS); groups with no ok
+    candidate are left out (nothing to find)."""
+    found: dict[tuple, dict[Point, float | None]] = {}
+    for row in rows.to_dict("records"):
+        if _is_baseline(row["variant"]) or int(row["block_m"]) == 0:
+            continue
+        m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
+        point = Point(row["variant"], row["dtype"], m, n, k, row_config(row))
+        ms = float(row["ms"]) if row["status"] == "ok" and pd.notna(row["ms"]) else None
+        times = found.setdefault((row["gpu_name"], row["dtype"], m, n, k), {})
+        times.setdefault(point, ms)  # a config that differs only in extras: the first row's
+    return [
+        ReplayGroup(gpu, Group(dtype, m, n, k), times)
+        for (gpu, dtype, m, n, k), times in found.items()
+        if any(ms is not None for ms in times.values())
+    ]
+
+
+def load_groups(urls: Sequence[str]) -> tuple[list[ReplayGroup], Observations]:
+    """The groups of the databases named and their ok rows (the replayed databases' observations)."""
+    frames = []
+    for url in urls:
+        with reading(url) as conn:
+            frames.append(sweep_rows(conn))
+    rows = pd.concat(frames, ignore_index=True)
+    ok = rows[(rows["status"] == "ok") & rows["ms"].notna()]
+    return groups_from_rows(rows), Observations(ok[list(OBSERVATION_COLUMNS)].reset_index(drop=True))
+
+
+def same_family(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    """Two shapes that share two of m, n, k (in place): 4096x4096x4096 and 4096x4096x14336."""
+    return sum(x == y for x, y in zip(a, b)) >= 2
+
+
+def excluded_shapes(shape: tuple[int, int, int], protocol: str, known: set[tuple[int, int, int]]) -> set:
+    if protocol == "family_out":
+        return {s for s in known if same_family(s, shape)} | {shape}
+    return {shape}
+
+
+def training_pool(
+    gpu_name: str, dtype: str, protocol: str, replayed_rows: Observations, train: Observations
+) -> Observations:
+    """Every row a search of this GPU and dtype may learn from before shapes are hidden: the --train
+    databases' rows of the dtype, and under shape_out and family_out the replayed databases' of the
+    GPU and dtype too."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    parts = [train.for_gpu(None, dtype).rows]
+    if protocol != "cross_study":
+        parts.append(replayed_rows.for_gpu(gpu_name, dtype).rows)
+    parts = [p for p in parts if not p.empty]
+    return Observations(pd.concat(parts, ignore_index=True)) if parts else Observations.empty()
+
+
+def training_observations(replayed: ReplayGroup, protocol: str, pool: Observations) -> Observations:
+    """What the protocol lets a search of `replayed` learn from: the pool without the shapes it hides
+    (the pool itself where it holds none of them, so that its fitted model is shared)."""
+    return pool.without_shapes(excluded_shapes(replayed.group.shape, protocol, pool.shapes()))
+
+
+def check_no_leak(replayed: ReplayGroup, protocol: str, observations: Observations) -> None:
+    """Raise LeakError if the training rows hold the replayed shape (or, under family_out, its family)."""
+    shape = replayed.group.shape
+    for other in observations.shapes():
+        if other == shape or (protocol == "family_out" and same_family(other, shape)):
+            raise LeakError(
+                f"{protocol}: the training rows hold {other[0]}x{other[1]}x{other[2]} while "
+                f"{shape[0]}x{shape[1]}x{shape[2]} ({replayed.group.dtype}, {replayed.gpu_name}) is replayed"
+            )
+
+
+def expected_random_best(sorted_values: np.ndarray, draws: int) -> float:
+    """The exact expected minimum of `draws` values drawn without replacement from `sorted_values`
+    (ascending): the i-th smallest (1-based) is the minimum when it is drawn and the other draws - 1
+    come from the N - i above it, so P = C(N - i, draws - 1) / C(N, draws)."""
+    n = len(sorted_values)
+    draws = min(max(draws, 1), n)
+    total = math.comb(n, draws)
+    return float(
+        sum(
+            v * math.comb(n - i, draws - 1)
+            for i, v in enumerate(sorted_values.tolist(), start=1)
+            if n - i >= draws - 1
+        )
+        / total
+    )
+
+
+def rounds(budget_points: int) -> int:
+    """Points asked at once: a quarter of the budget, at least 2 (farm/source.py deals the same)."""
+    return max(2, math.ceil(budget_points / 4))
+
+
+def search_best(strategy, replayed: ReplayGroup, budget_points: int) -> tuple[float, int]:
+    """Run one search against the stored times: (best ms found, points measured). A point asked
+    twice, or one that is no candidate, is a bug in the strategy (AssertionError)."""
+    asked: set[Point] = set()
+    best = math.inf
+    while len(asked) < budget_points:
+        points = strategy.ask(min(rounds(budget_points), budget_points - len(asked)))
+        if not points:
+            break
+        for point in points:
+            assert point not in asked, f"asked twice: {point.label()}"
+            assert point in replayed.times, f"not a candidate: {point.label()}"
+            asked.add(point)
+        for point in points:
+            ms = replayed.times[point]
+            strategy.tell(point, ms)
+            if ms is not None:
+                best = min(best, ms)
+    return (best if best < math.inf else replayed.nothing_ms), len(asked)
+
+
+@dataclass
+class GroupOutcome:
+    strategy: str
+    protocol: str
+    budget: str
+    gpu_name: str
+    group: Group
+    budget_points: int
+    misses: list[float]  # per seed: best found / exhaustive best - 1
+    strategy_ms: float  # mean over seeds of the best found
+    random_ms: float  # exact expectation
+    best_ms: float
+
+    @property
+    def score(self) -> float | None:
+        """(strategy - random) / (optimum - random); None where random already finds the optimum."""
+        gap = self.random_ms - self.best_ms
+        if gap <= 1e-12 * self.best_ms:
+            return None
+        return (self.random_ms - self.strategy_ms) / gap
+
+
+def replay_group(
+    name: str,
+    replayed: ReplayGroup,
+    budget: Budget,
+    protocol: str,
+    observations: Observations,
+    seeds: Sequence[int],
+) -> GroupOutcome:
+    check_no_leak(replayed, protocol, observations)
+    points = budget.points(len(replayed.candidates))
+    found = []
+    for seed in seeds:
+        strategy = make_strategy(
+            name, replayed.group, replayed.candidates, seed=seed, observations=observations
+        )
+        found.append(search_best(strategy, replayed, points)[0])
+    return GroupOutcome(
+        strategy=name,
+        protocol=protocol,
+        budget=str(budget),
+        gpu_name=replayed.gpu_name,
+        group=replayed.group,
+        budget_points=points,
+        misses=[ms / replayed.best_ms - 1 for ms in found],
+        strategy_ms=float(np.mean(found)),
+        random_ms=expected_random_best(replayed.sorted_outcomes(), points),
+        best_ms=replayed.best_ms,
+    )
+
+
+def summarize(outcomes: Sequence[GroupOutcome]) -> dict:
+    """One results row (RESULT_COLUMNS) from the groups of one strategy, protocol and budget."""
+    misses = np.array([miss for o in outcomes for miss in o.misses])
+    scores = [s for s in (o.score for o in outcomes) if s is not None]
+    first = outcomes[0]
+    row = {"strategy": first.strategy, "protocol": first.protocol, "budget": first.budget}
+    for within, column in zip(WITHIN, RESULT_COLUMNS[3:6]):
+        row[column] = round(float(np.mean(misses <= within + 1e-12)), 4)
+    row["worst_miss"] = round(float(misses.max()), 4)
+    row["score"] = round(float(np.mean(scores)), 4) if scores else float("nan")
+    return row
+
+
+def replay(
+    groups: Sequence[ReplayGroup],
+    replayed_rows: Observations,
+    *,
+    strategies: Sequence[str],
+    budgets: Sequence[Budget],
+    protocol: str,
+    seeds: Sequence[int],
+    train: Observations | None = None,
+    progress: Callable[[], None] | None = None,
+) -> tuple[list[dict], list[GroupOutcome]]:
+    """Results rows (one per strategy and budget) and every group's outcome behind them. Each group's
+    training set is built once and shared by every strategy, budget and seed (and so is its model)."""
+    train = train if train is not None else Observations.empty()
+    pools: dict[tuple[str, str], Observations] = {}
+    training = []
+    for g in groups:
+        key = (g.gpu_name, g.group.dtype)
+        if key not in pools:
+            pools[key] = training_pool(*key, protocol, replayed_rows, train)
+        training.append(training_observations(g, protocol, pools[key]))
+    rows, outcomes = [], []
+    for name in strategies:
+        for budget in budgets:
+            these = []
+            for replayed, observations in zip(groups, training):
+                these.append(replay_group(name, replayed, budget, protocol, observations, seeds))
+                if progress is not None:
+                    progress()
+            rows.append(summarize(these))
+            outcomes += these
+    return rows, outcomes
