@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from db import queries, schema, summaries
+from db import queries, schema, summaries, writes
 from db.engine import make_engine
 from db.models import Measurement
 from db.records import MEASUREMENT_FIELDS, eager_ms
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         ("filter_options", queries.filter_options),
         ("sweeps", queries.sweeps),
         ("environments", queries.environments),
-        ("done_keys (one environment, unscoped)", lambda c: queries.done_keys(c, env_ids[:1])),
+        ("done_keys (one environment, unscoped)", lambda c: writes.done_keys(c, env_ids[:1])),
         *resume_cases(engine, env_ids[:1]),
     ]
     print(f"{'query':50} {'best s':>8} {'median s':>9} {'rows':>9}")
@@ -356,10 +356,10 @@ def resume_cases(engine: Engine, env_ids: list[int]) -> list[tuple[str, Callable
             dtypes=dtypes,
             shapes=rng.sample(shapes, min(n_shapes, len(shapes))),
         )
-        cases.append((f"done_keys ({label})", lambda c, s=scope: queries.done_keys(c, env_ids, **s)))
+        cases.append((f"done_keys ({label})", lambda c, s=scope: writes.done_keys(c, env_ids, **s)))
     # The same sweep's scope over every code version (what a caller without code_versions reads).
     anyv = {**scope, "code_versions": None}
-    cases.append(("done_keys (full-like, any code version)", lambda c: queries.done_keys(c, env_ids, **anyv)))
+    cases.append(("done_keys (full-like, any code version)", lambda c: writes.done_keys(c, env_ids, **anyv)))
     return cases
 
 

@@ -8,7 +8,7 @@ device copy), 12 blocks each. Per block, the average watts four ways:
 - ends: the counter read before the block is queued and after it finishes, over that host time
   (farm.clock's block reading before the poller; a metered span of the interleaved regime's still);
 - updates: between the first and the last update of the counter seen while polling inside the
-  block, over the time between them (whole updates only; farm.clock.EnergyUpdates, which the
+  block, over the time between them (whole updates only; farm.energy.EnergyUpdates, which the
   farm feeds from a thread polling from before the block is queued);
 - instant: the mean of NVML_FI_DEV_POWER_INSTANT polled inside the block;
 - usage: the mean of nvmlDeviceGetPowerUsage polled inside the block.
@@ -37,7 +37,7 @@ import torch
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from farm.clock import EnergyUpdates
+from farm.energy import EnergyUpdates
 
 BLOCK_S = 0.3
 BLOCKS = 12

@@ -51,6 +51,7 @@ from farm import measure
 from farm.clock import MIN_FLUSH_BYTES, CudaClock
 from farm.gpu import Gpu
 from farm.timing import TimingPolicy, time_steady
+from farm.timing.request import TimingRequest
 from kernels import MatmulConfig, get_variant
 from tools.gpu_methods import Flush
 
@@ -152,7 +153,7 @@ def compare(study, shape, labels, launches, clock, references: dict, rng, rounds
     ref: dict[str, list[list[float]]] = {method: [] for method in references}
     policy = TimingPolicy()
     for _ in range(rounds):
-        farm.append(time_steady(launches, host_s, clock, policy, rng))
+        farm.append(time_steady(TimingRequest(launches, host_s, clock, policy, rng)))
         for method, reference in references.items():
             order = rng.sample(range(len(launches)), len(launches))
             times = {i: reference(launches[i]) for i in order}

@@ -16,6 +16,16 @@ every host time is taken: a profiler session leaves CUPTI loaded in the process.
 is checked against fp64 (`ok`). The printout also splits one launch into its layers (an allocation, a
 memset, a cast, Triton's JIT path, a compiled kernel called directly), where the host time goes.
 
+Two more columns say what lies above Triton and what the drop-in adds: `triton_floor_us`, the
+variant's compiled kernels called directly with the arguments its launcher last prepared (each kernel
+as `kernels.launching.DirectCalls` calls it, no allocation, memset, cast or key: the least a launch
+through Triton's own launcher costs), and `kernels_matmul_host_us`, the same product through a
+`kernels.Dispatcher` whose best-configs file serves that variant at that config (its decided route,
+kernels/op.py), blank where the dispatcher would not serve it (the config is illegal there). Both
+are taken in the same rotation of passes as `host_us` and torch.matmul's. Rows of variant `cublas`
+are kernels.matmul serving torch.matmul (a file whose entry is cuBLAS's) at 64^3, 1024^3 and a 3-D
+A (`CUBLAS_SHAPES`): what the drop-in adds to torch.matmul where the library serves.
+
 Writes --out and its provenance sidecar (tools/provenance.py). Time: one compile per variant and shape,
 then the calls: about two minutes on an H200 for the three default shapes.
 """
@@ -25,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -33,10 +44,26 @@ if __package__ in (None, ""):
 import torch
 
 from kernels import MatmulConfig
-from tools.gpu_methods import host_us, paired_host_us
+from tools.gpu_methods import host_us, rotated_host_us
 from tools.provenance import write_results
 
-COLUMNS = ("shape", "variant", "config", "kernels_per_call", "host_us", "torch_matmul_host_us", "ratio", "ok")
+COLUMNS = (
+    "shape", "variant", "config", "kernels_per_call", "host_us", "torch_matmul_host_us", "ratio",
+    "triton_floor_us", "kernels_matmul_host_us", "ok",
+)  # fmt: skip
+# kernels.matmul serving cuBLAS: (label, A's shape, B's shape)
+CUBLAS_SHAPES = (("64x64x64", (64, 64), (64, 64)), ("1024x1024x1024", (1024, 1024), (1024, 1024)),
+                 ("8x256x1024@1024x1024", (8, 256, 1024), (1024, 1024)))  # fmt: skip
+# What the printout's closing table shows of each row (the CSV holds all)
+SHORT = (
+    "shape",
+    "variant",
+    "host_us",
+    "torch_matmul_host_us",
+    "triton_floor_us",
+    "kernels_matmul_host_us",
+    "ok",
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,11 +82,15 @@ def main(argv: list[str] | None = None) -> None:
         for name, us in layers(shape, args.calls):
             print(f"{shape:>15} {us:8.1f} us  layer: {name}")
         rows += variants(shape, args.calls, args.passes)
+    rows += library_rows(args.calls, args.passes)
     for row in rows:  # once every host time is taken: a profiler session leaves CUPTI loaded
         row["kernels_per_call"] = kernels_per_call(row.pop("call"))
     write_results(args.out, COLUMNS, rows)
+    print(f"wrote {args.out}")
+    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in SHORT]
+    print("  ".join(c.rjust(w) for c, w in zip(SHORT, widths)))
     for r in rows:
-        print(*(r[c] for c in COLUMNS), sep="  ")
+        print("  ".join(str(r.get(c, "")).rjust(w) for c, w in zip(SHORT, widths)))
 
 
 VARIANTS = {
@@ -98,6 +129,75 @@ def kernels_per_call(fn) -> int:
     return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
 
 
+def best_file_serving(variant: str, cfg: MatmulConfig, m: int, n: int, k: int, dtype: torch.dtype):
+    """A kernels.Dispatcher whose best-configs file holds one entry, `variant` at cfg for this shape on
+    this GPU (no library entry: it serves wherever the config is legal)."""
+    import tempfile
+
+    from kernels.dispatch import Dispatcher, device_name
+    from kernels.space import dtype_name
+    from kernels.tuned import TunedConfigs, TunedEntry
+
+    gpu = device_name(torch.device("cuda"))
+    entry = TunedEntry(gpu, dtype_name(dtype), m, n, k, variant, 0.01, cfg)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "best.json"
+        TunedConfigs([entry]).save(path)
+        return Dispatcher.load(path)
+
+
+def serves(dispatcher, variant: str, a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the dispatcher's decision for a @ b is `variant` (an illegal config falls to cuBLAS)."""
+    from kernels.dispatch import default_objective, device_name
+    from kernels.schedule import multiprocessor_count
+
+    a2 = a.reshape(-1, a.shape[-1])
+    choice = dispatcher.choose(
+        a2.shape[0], b.shape[-1], a2.shape[1], a.dtype, device_name(a.device),
+        programs=multiprocessor_count(a.device), objective=default_objective(a.device),
+    )  # fmt: skip
+    return choice.variant == variant
+
+
+def kernel_floor(call) -> Callable[[], None]:
+    """The compiled kernels `call` (a launcher's call) queues, called directly with the arguments it
+    prepared for them: every `DirectCalls` runner of its next call, recorded once, replayed in order."""
+    from kernels.launching import DirectCalls
+
+    recorded, launch = [], DirectCalls.launch
+
+    def spy(self, key, grid, args, constexprs, **options):
+        known = self.table.get(key)
+        if known is not None:
+            recorded.append((known[0], (*args, *known[1])))
+        return launch(self, key, grid, args, constexprs, **options)
+
+    call()  # compiles: the table holds its runners after
+    DirectCalls.launch = spy
+    try:
+        call()
+    finally:
+        DirectCalls.launch = launch
+
+    def floor() -> None:
+        for runner, args in recorded:
+            runner(*args)
+
+    return floor if recorded else None
+
+
+def _rotated(fns: dict[str, Callable], calls: int, passes: int) -> dict[str, float]:
+    """Each fn's best host us a call from `passes` rotations (tools.gpu_methods.rotated_host_us), and
+    `ratio`: the median over rotations of the first fn's over torch.matmul's (the second)."""
+    import statistics
+
+    names = list(fns)
+    times = rotated_host_us(list(fns.values()), calls, passes)
+    result = {name: round(min(t), 1) for name, t in zip(names, times)}
+    result["ratio"] = round(statistics.median(x / y for x, y in zip(times[0], times[1])), 2)
+    return result
+
+
 def variants(shape: str, calls: int, passes: int) -> list[dict]:
     """One row per variant at `shape`: its host time and torch.matmul's beside it, and its call (`call`)."""
     from kernels import check_accuracy, get_variant, reference_matmul
@@ -115,12 +215,39 @@ def variants(shape: str, calls: int, passes: int) -> list[dict]:
         except TmaUnsupported as exc:
             print(f"skip {name} at {shape}: {exc}")
             continue
-        us, library_us, ratio = paired_host_us(call, lambda: torch.matmul(a, b), calls, passes)
+        fns = {"host_us": call, "torch_matmul_host_us": lambda: torch.matmul(a, b)}
+        floor = kernel_floor(call)
+        if floor is not None:
+            fns["triton_floor_us"] = floor
+        dispatcher = best_file_serving(name, cfg, *(int(x) for x in shape.split("x")), a.dtype)
+        if serves(dispatcher, name, a, b):
+            fns["kernels_matmul_host_us"] = lambda d=dispatcher: d(a, b)
         ok = check_accuracy(launcher(a2, b2, cfg), ref, a.dtype, k).ok
-        rows.append({
-            "shape": shape, "variant": name, "config": cfg.key, "host_us": round(us, 1),
-            "torch_matmul_host_us": round(library_us, 1), "ratio": round(ratio, 2), "ok": ok, "call": call,
-        })  # fmt: skip
+        if "kernels_matmul_host_us" in fns:
+            ok = ok and check_accuracy(dispatcher(a2, b2), ref, a.dtype, k).ok
+        timed = _rotated(fns, calls, passes)
+        rows.append({"shape": shape, "variant": name, "config": cfg.key, **timed, "ok": ok, "call": call})
+    return rows
+
+
+def library_rows(calls: int, passes: int) -> list[dict]:
+    """kernels.matmul where its file serves cuBLAS (`CUBLAS_SHAPES`), beside torch.matmul."""
+    from kernels import LIBRARY_CONFIG, check_accuracy, reference_matmul
+
+    rows = []
+    for label, a_shape, b_shape in CUBLAS_SHAPES:
+        a = torch.randn(a_shape, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(b_shape, device="cuda", dtype=torch.bfloat16)
+        m, k = a.numel() // a.shape[-1], a.shape[-1]
+        dispatcher = best_file_serving("cublas", LIBRARY_CONFIG, m, b.shape[1], k, a.dtype)
+        assert serves(dispatcher, "cublas", a, b)
+        ok = check_accuracy(dispatcher(a, b), reference_matmul(a, b), a.dtype, k).ok
+        call = lambda d=dispatcher, a=a, b=b: d(a, b)
+        timed = _rotated(
+            {"host_us": call, "torch_matmul_host_us": lambda a=a, b=b: torch.matmul(a, b)}, calls, passes
+        )
+        rows.append({"shape": label, "variant": "cublas", "config": LIBRARY_CONFIG.key, **timed,
+                     "kernels_matmul_host_us": timed["host_us"], "ok": ok, "call": call})  # fmt: skip
     return rows
 
 

@@ -27,7 +27,7 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -41,6 +41,7 @@ from farm import measure
 from farm.clock import CudaClock
 from farm.gpu import Gpu
 from farm.timing import TimingPolicy, time_steady
+from farm.timing.request import TimingRequest
 from kernels import MatmulConfig, get_variant
 
 # (m, n, k, block_n of the configs timed there)
@@ -56,8 +57,8 @@ POLICIES = {
     # settling until NVML's mean clock stops moving (the farm's default before this study)
     "settled_300ms": BASE,
     # do_bench's own shape: a first sub-block (20 ms, its warm-up) and a measured block (the default)
-    "unsettled_100ms": replace(BASE, max_settle_s=0.02, limit_block_s=0.1),
-    "unsettled_300ms": replace(BASE, max_settle_s=0.02),
+    "unsettled_100ms": BASE.model_copy(update={"max_settle_s": 0.02, "limit_block_s": 0.1}),
+    "unsettled_300ms": BASE.model_copy(update={"max_settle_s": 0.02}),
 }
 NAMES = [*POLICIES, *(f"do_bench_{rep}" for rep in (100, 300))]
 
@@ -120,7 +121,7 @@ def main() -> None:
                     for i, (bn, g, _) in enumerate(cfgs):
                         rows.append(Row(name, m, n, k, bn, g, r, got[i], 0, None, None, None, each))
                     continue
-                timings = time_steady(launches, host_s, clock, POLICIES[name], rng)
+                timings = time_steady(TimingRequest(launches, host_s, clock, POLICIES[name], rng))
                 each = (time.perf_counter() - t0) / len(cfgs)
                 for (bn, g, _), t in zip(cfgs, timings, strict=True):
                     rows.append(

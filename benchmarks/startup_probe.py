@@ -60,7 +60,7 @@ def mark(what: str, since: float) -> float:
 
 def phases(spec_path: str, gpus: int) -> None:
     t = T0
-    from farm import cluster
+    from farm import cluster, gpu_wait
     from farm.plan import check_variants
     from farm.spec import load_spec
 
@@ -85,7 +85,7 @@ def phases(spec_path: str, gpus: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         ensure_current(make_engine(str(Path(folder) / "probe.db")), create=True)
     t = mark("driver's database modules, database created (while the worker starts)", t)
-    cluster.await_workers(ray, workers)
+    gpu_wait.await_workers(ray, workers)
     t = mark("worker up", t)
     ROWS.append(("  worker: created to up", time.perf_counter() - created))
     cluster.stop_workers(ray, workers)
@@ -260,7 +260,7 @@ def main() -> None:
     # The workers import farm from this checkout (Ray's worker processes inherit the environment).
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     os.environ.pop("RAY_ADDRESS", None)
-    from farm.cluster import nvml_gpu_count, visible_gpus
+    from farm.ray_connect import nvml_gpu_count, visible_gpus
 
     gpus = visible_gpus(nvml_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
     folder = Path(tempfile.mkdtemp(prefix="startup-probe-"))

@@ -3,8 +3,9 @@
 Question: on 84 rows (squares 1k-16k, skinny K, LLM projections at 16-8192 tokens, ragged and
 held-out shapes; bf16 and fp16), the dispatcher's time against min(cuBLAS, Inductor), eagerly
 (do_bench, L2 flushed) and on GPU time alone (CUDA graphs, same flush); and this project's own best
-Triton kernel on each shape against cuBLAS. The machinery (quick tuning, rounds, graphs, merge,
-verdicts) is tools/vs_libraries.py, where the tests reach it; this is the command.
+Triton kernel on each shape against cuBLAS. This file holds the question's shapes (`SUITES`) and the
+command; the machinery (quick tuning, rounds, graphs: tools/library_bench.py) and the table with its
+verdicts (tools/library_table.py) are in tools/, where the tests reach them.
 
     # a piece per call (each well under 10 minutes on an H200); quick-tunes the tuned suites
     python benchmarks/vs_libraries.py --suite squares --dtypes bfloat16 --out $OUT/squares-bf16.csv \
@@ -23,13 +24,115 @@ whole table is about 40 minutes of GPU, run as pieces of 3-8 minutes (`--budget-
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from tools.vs_libraries import main
+from tools.library_bench import BenchRun, run
+from tools.library_table import read_csv, verdicts, write_csv
+
+LLM_PROJECTIONS = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # (out, in) of an 8B model
+SUITES: dict[str, list[tuple[int, int, int]]] = {
+    "squares": [(s, s, s) for s in (1024, 2048, 4096, 8192, 16384)],
+    "skinny": [
+        (512, 512, 32768),
+        (256, 256, 65536),
+        (1024, 1024, 16384),
+        (128, 4096, 14336),
+        (64, 8192, 8192),
+    ],
+    "llm": [(t, n, k) for t in (16, 256, 2048, 8192) for n, k in LLM_PROJECTIONS],
+    "ragged": [
+        (3000, 5000, 1000),
+        (96, 7168, 2048),
+        (640, 640, 24576),
+        (1536, 1536, 3072),
+        (4096, 32001, 4096),  # a 32001-token vocabulary
+        (2048, 50257, 768),  # GPT-2's vocabulary
+        (495, 5333, 71),
+        (4097, 4097, 4097),
+    ],
+    # never in a tuning grid: served by the nearest tuned shape
+    "heldout": [
+        (3072, 3072, 3072),
+        (6144, 2048, 5120),
+        (768, 768, 12288),
+        (2000, 3000, 1500),
+        (100, 8192, 8192),
+        (5000, 5000, 200),
+        (1000, 14336, 4096),
+        (333, 4444, 5555),
+    ],
+}
+DTYPES = ("bfloat16", "float16")  # kernels.DTYPES names
+
+
+def shapes_outside(only: list[str], suites: list[str]) -> list[str]:
+    """Each `--only` shape that none of `suites` holds, with the suites that do: such a run would time
+    nothing for it (a run that asked the skinny suite for 640x640x24576, a ragged row, wrote none)."""
+
+    def holders(shape: str) -> list[str]:
+        return [name for name, shapes in SUITES.items() if shape in {f"{m}x{n}x{k}" for m, n, k in shapes}]
+
+    stray = [shape for shape in only if not set(holders(shape)) & set(suites)]
+    return [f"{shape} (in {', '.join(holders(shape)) or 'no suite'})" for shape in stray]
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("merge", "verdicts"):
+        parser = argparse.ArgumentParser(prog=f"vs_libraries.py {argv[0]}")
+        parser.add_argument("csvs", nargs="+")
+        if argv[0] == "merge":  # no default: a merge must not overwrite the kept table unasked
+            parser.add_argument("--out", required=True)
+        args = parser.parse_args(argv[1:])
+        rows = read_csv(args.csvs)
+        if argv[0] == "merge":
+            write_csv(Path(args.out), rows)
+        print("\n".join(verdicts(rows)))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--suite", nargs="+", choices=list(SUITES), default=["ragged"])
+    parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=["bfloat16"])
+    parser.add_argument(
+        "--best", nargs="*", default=[], help="best-configs JSON files (farm export or --save-best)"
+    )
+    parser.add_argument("--save-best", help="write this run's quick tuning as a best-configs JSON")
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "vs_libraries.csv"))
+    parser.add_argument(
+        "--budget-s", type=float, default=BenchRun.budget_s, help="start no new shape after this"
+    )
+    parser.add_argument(
+        "--no-inductor", action="store_true", help="skip torch.compile (its autotuning is slow)"
+    )
+    parser.add_argument("--only", nargs="*", default=[], help="shapes MxNxK of the suites to run (pieces)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=BenchRun.rounds,
+        help="rotated rounds timing ours, cuBLAS, Inductor, own best",
+    )
+    parser.add_argument(
+        "--rep-ms", type=int, default=BenchRun.rep_ms, help="do_bench's time per measure and round"
+    )
+    parser.add_argument("--device", default=BenchRun.device)
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.rep_ms < 1:
+        parser.error(f"--rounds and --rep-ms must be at least 1 (got {args.rounds} and {args.rep_ms})")
+    if stray := shapes_outside(args.only, args.suite):
+        parser.error(f"--only names shapes none of --suite {' '.join(args.suite)} holds: {'; '.join(stray)}")
+    job = BenchRun(
+        {name: SUITES[name] for name in args.suite}, args.dtypes, args.out, args.best, args.save_best,
+        args.budget_s, args.no_inductor, args.only, args.rounds, args.rep_ms, args.device,
+    )  # fmt: skip
+    rows = run(job)
+    print(f"\nwrote {len(rows)} rows to {args.out}")
+    print("\n".join(verdicts(rows)))
+
 
 if __name__ == "__main__":
     main()

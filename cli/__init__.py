@@ -30,7 +30,7 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
 # The subcommands' modules. `farm sweep` imports its own alone: cli.db and cli.dashboard import
 # pandas and, through kernels.tuned, torch (`farm sweep --help`: 6.2-7.0 s with them, 0.6 s without,
 # on the 2-core VM).
-COMMAND_MODULES = ("cli.sweep", "cli.workers", "cli.db", "cli.dashboard")
+COMMAND_MODULES = ("cli.sweep", "cli.workers", "cli.db", "cli.dashboard", "cli.replay")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

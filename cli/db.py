@@ -16,7 +16,7 @@ import pandas as pd
 from db import queries, schema
 from db.engine import display_target, make_engine
 from db.errors import DatabaseError
-from db.export import atomic_output, export_format, reading, write_csv, write_parquet
+from db.export import atomic_output, check_output, export_format, reading, write_csv, write_parquet
 from db.merge import merge
 from db.views import VIEW_NAMES
 from kernels.tuned import TunedConfigs, TunedEntry, stored_config
@@ -207,6 +207,12 @@ def cmd_current(args: argparse.Namespace) -> int:
         print(f"{shown(args)}: revision {rev} (current)")
     elif rev is None:
         print(f"{shown(args)}: no schema (empty); create it with `farm db upgrade --db {shown(args)}`")
+    elif not schema.known(rev):  # an upgrade would refuse it: say what does work
+        print(
+            f"{shown(args)}: revision {rev}, newer than this code knows (it expects {expected}): written by "
+            "a newer version of triton-matmul-farm; use that version or later (upgrading this package, not "
+            "the database)"
+        )
     else:
         target = shown(args)
         print(f"{target}: revision {rev}; this code expects {expected} (`farm db upgrade --db {target}`)")
@@ -260,8 +266,9 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     queries.view(args.view)  # an unknown view is an error before anything is opened
+    check_output(args.out, [args.db])  # never onto a database: refused before it is opened
     fmt = export_format(args.out, args.format)
-    with reading(args.db) as conn, atomic_output(args.out) as tmp:
+    with reading(args.db) as conn, atomic_output(args.out, [args.db]) as tmp:
         chunks = queries.iter_view(conn, args.view)
         n = write_csv(tmp, chunks) if fmt == "csv" else write_parquet(tmp, chunks)
     print(f"wrote {n:,} rows of {args.view} to {args.out}")
@@ -293,6 +300,7 @@ def best_entries(df: pd.DataFrame, *, include_interpreter: bool) -> list[TunedEn
 def cmd_export_best(args: argparse.Namespace) -> int:
     """Each variant's best row per shape by kernel time and, where another, by eager time: the dispatcher
     ranks them by either objective (kernels.dispatch), so it needs both rows."""
+    check_output(args.out, [args.db])  # never onto a database: refused before it is opened
     with reading(args.db) as conn:
         bests = [
             queries.best_configs(conn, gpu_name=args.gpu, dtype=args.dtype, objective=objective)
@@ -300,7 +308,7 @@ def cmd_export_best(args: argparse.Namespace) -> int:
         ]
     df = pd.concat([b for b in bests if not b.empty] or bests[:1]).drop_duplicates("id")
     entries = best_entries(df, include_interpreter=args.include_interpreter)
-    with atomic_output(args.out) as tmp:
+    with atomic_output(args.out, [args.db]) as tmp:
         tmp.write_text(TunedConfigs(entries).dumps())
     print(f"wrote {len(entries):,} best configs to {args.out}")
     left_out = 0 if args.include_interpreter else int((df.backend == "interpreter").sum()) if len(df) else 0

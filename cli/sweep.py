@@ -13,12 +13,15 @@ sweep that was stopped (Ctrl-C, a killed driver) resumes where it was when run a
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import signal
 import sys
+import threading
 from collections import Counter
 
-from db.engine import check_target, display_target, mask_passwords
-from farm.errors import UserError
+from db.engine import display_target, mask_passwords
+from farm.errors import UserError, WriteFailed
 
 STATUS_ORDER = ("ok", "wrong", "compile_error", "launch_error", "crashed", "timeout", "too_large")
 MEASURED = ("ok", "wrong")  # a wrong result is a finding: the point was measured
@@ -30,7 +33,7 @@ EXIT_STATUSES = {
     EXIT_BAD_INPUT: "bad input (spec, option, plugin, database, cluster, a plan the machine cannot run); "
     "nothing was measured",
     EXIT_UNMEASURED: "some points could not be measured: compile_error, launch_error, crashed, timeout, "
-    "too_large, or no worker left to run them",
+    "too_large, no worker left to run them, or a write to the database failed (a full disk)",
     EXIT_NO_GPUS: "gave up waiting for GPUs other jobs hold (--wait-s; EX_TEMPFAIL: try again later)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): every finished point is saved; run it again to resume",
 }
@@ -115,21 +118,62 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
         help="give up after S seconds waiting for GPUs that other jobs hold (exit status 75); default: "
         "wait as long as it takes, saying every 30 s what the sweep waits for and who holds the GPUs",
     )
+    p.add_argument(
+        "--search",
+        default="grid",
+        choices=("grid", "random", "tpe", "model"),
+        help="grid (default): every point; random, tpe (Optuna) or model (a cost model learned from the "
+        "database): a --budget of each shape's configs, cublas always measured (docs/design.md, 'Search')",
+    )
+    p.add_argument(
+        "--budget",
+        default="10%",
+        help="with --search: points per (dtype, shape), a share of its configs ('10%%') or a count ('30')",
+    )
+    p.add_argument(
+        "--train",
+        action="append",
+        default=[],
+        metavar="DB",
+        help="with --search model: another results database to learn from (repeatable); the model always "
+        "learns from --db's own rows too (every GPU's: each row carries its SMs and L2)",
+    )
+    p.add_argument(
+        "--allow-huge",
+        action="store_true",
+        help="run a plan over the bounds anyway: more than a day of GPU time on its workers, or planning "
+        "memory over what this machine has free (refused without it, with the estimate)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the pruned grid and an estimate, then exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
 
 
 def handle(args: argparse.Namespace) -> int:
-    from farm.cluster import WaitTimeout, expected_backend
+    stop = StopSignals()
+    with stop.installed():
+        try:
+            return run(args, stop)
+        except WriteFailed as exc:  # a full disk mid-sweep: one line, the sweep left interrupted
+            print(f"error: {mask_passwords(str(exc))}", file=sys.stderr)
+            return EXIT_UNMEASURED
+
+
+def run(args: argparse.Namespace, stop: StopSignals) -> int:
+    from db.schema import check_before_writing
+    from farm.gpu_wait import WaitTimeout
     from farm.options import SweepOptions
     from farm.plan import (
         DRY_RUN_MEMORY_BYTES,
-        check_variants,
         estimate_gpu_seconds,
         expand,
+        free_memory_bytes,
+        huge_refusal,
         interpreter_refusal,
+        price,
+        priced_interpreter_refusal,
     )
     from farm.plugins import load_plugin
+    from farm.ray_connect import expected_backend
     from farm.spec import load_spec
 
     # Every option before anything starts: one line and exit status 2 (cli/__init__.py).
@@ -146,40 +190,61 @@ def handle(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         keep_workers=args.keep_workers,
         wait_s=args.wait_s,
+        search=args.search,
+        budget=args.budget,
+        train=args.train,
     )
     spec = load_spec(preset=args.preset, path=args.spec)
     plugin_sources = [load_plugin(path) for path in args.plugin]
+    # The plan priced from its axes, not expanded (farm.plan.price): a 12.8M-point spec had planned
+    # for 140 s in 4.1 GB before anything was said. Checks the variants too.
+    plan = price(spec, args.compile_threads)
     # The machine the sweep would run on, where it is known before Ray starts: a local Ray on a host
     # without a GPU runs the interpreter; a cluster's workers say so once up (the driver checks then).
     backend = expected_backend(args.address, args.backend)
+    interpreted = backend == "interpreter" and args.backend != "interpreter"
     if args.dry_run:
-        points, pruned = expand(spec)
-        seconds = estimate_gpu_seconds(
-            points,
-            args.compile_threads,
-            spec.timing.regime,
-            spec.timing.limit_passes,
-            spec.timing.energy_window_s,
-        )
-        print_plan(spec, points, pruned, seconds, DRY_RUN_MEMORY_BYTES)
-        if backend == "interpreter" and args.backend != "interpreter":
-            refusal = interpreter_refusal(points, seconds)
-            if refusal:
-                print(f"this machine has no GPU; a sweep would stop here: {refusal}")
+        if plan.points > DRY_RUN_EXPAND_MAX:
+            print_priced_plan(spec, plan)
+            refusal = priced_interpreter_refusal(plan) if interpreted else None
+        else:
+            points, pruned = expand(spec)
+            seconds = estimate_gpu_seconds(
+                points,
+                args.compile_threads,
+                spec.timing.regime,
+                spec.timing.limit_passes,
+                spec.timing.energy_window_s,
+            )
+            print_plan(spec, points, pruned, seconds, DRY_RUN_MEMORY_BYTES)
+            if args.search != "grid":
+                print_search(args.search, args.budget, points, seconds)
+            refusal = interpreter_refusal(points, seconds) if interpreted else None
+        if refusal:
+            print(f"this machine has no GPU; a sweep would stop here: {refusal}")
         return EXIT_OK
-    check_variants(spec)  # before anything starts
-    if backend == "interpreter" and args.backend != "interpreter":
-        points = expand(spec)[0]
-        refusal = interpreter_refusal(points, estimate_gpu_seconds(points, args.compile_threads))
+    if not args.allow_huge:
+        refusal = huge_refusal(plan, workers_before_ray(args.address, args.workers), free_memory_bytes())
         if refusal:
             raise UserError(refusal)
-    # The database too: a wrong URL or an unreachable server fails in well under a second here, not
-    # after Ray and the workers have started (6-20 s on an H200 host; docs/design.md, "Start-up").
-    check_target(args.db)
+    if interpreted:
+        refusal = priced_interpreter_refusal(plan)
+        if refusal:
+            raise UserError(refusal)
+    # The database too: a wrong URL, an unreachable server, a damaged file or one at a newer schema
+    # revision fails in well under a second here, not after Ray and the workers have started (5.6-6.5 s
+    # on the 2-core VM; 6-20 s on an H200 host: docs/design.md, "Start-up").
+    check_before_writing(args.db)
     # Ray and the workers first, before the driver imports its database modules (1.5-1.9 s on the
     # 2-core VM: SQLAlchemy's ORM, pandas, Alembic): the workers take longer to come up (import
     # torch, open the GPU: 4.3 s on an H200 host) and the driver's set-up hides behind them.
-    launched = options.launch(plugin_sources)
+    # A stop while Ray starts waits until it is up, then stops it whole: ray.init interrupted half-way
+    # left its head's dashboard and runtime-env agents running for good (StopSignals).
+    with stop.deferred():
+        launched = options.launch(plugin_sources)
+    if stop.received:
+        launched.stop()
+        raise KeyboardInterrupt
     try:
         from farm.driver import run_sweep
     except BaseException:
@@ -194,6 +259,101 @@ def handle(args: argparse.Namespace) -> int:
     code = exit_status(result)
     print_summary(result, display_target(args.db), code)
     return code
+
+
+# Up to this many points `--dry-run` lists the plan exactly (expand: the full preset's 243,552 points
+# in 3-4 s on the 2-core VM); above, it prints the price alone (farm.plan.price), in about a second.
+DRY_RUN_EXPAND_MAX = 400_000
+
+
+class StopSignals:
+    """Ctrl-C (SIGINT) and SIGTERM as one stop, exit status 130 whenever it comes.
+
+    The first signal raises KeyboardInterrupt where the sweep is: it ends `interrupted`, its workers
+    and the Ray it started are stopped. A later one, while that clean-up runs, is said and otherwise
+    ignored: a second Ctrl-C 0.3 s after the first had interrupted the clean-up itself (exit 1, Ray's
+    processes left running for 1-2 minutes). SIGTERM raises as Ctrl-C does (its default killed the
+    command with status 15 and no word during Ray's start-up). While Ray starts (`deferred`), a signal
+    is noted and the sweep stops once Ray is up: ray.init interrupted half-way left the head's agents
+    running for good, and ray.init's own SIGTERM handler (sys.exit(15)) is kept out meanwhile. SIGKILL
+    stays the way to stop the command at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.deferring = False  # Ray is starting: stop once it is up (`deferred`)
+        self.previous: dict[int, object] = {}
+
+    def __call__(self, signum: int, frame) -> None:
+        self.received += 1
+        if self.received == 1 and self.deferring:
+            print("stopping once Ray has started (a few seconds)", file=sys.stderr, flush=True)
+            return
+        if self.received == 1:
+            raise KeyboardInterrupt
+        print(
+            f"{signal.Signals(signum).name} again: already stopping (the workers and Ray are shut down, "
+            "every finished point is saved); SIGKILL stops at once",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def installed(self):
+        """A context: the handler set for SIGINT and SIGTERM, the previous ones back afterwards."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            if threading.current_thread() is not threading.main_thread():
+                yield  # only the main thread may set handlers; a caller's thread keeps Python's
+                return
+            self.previous = {sig: signal.signal(sig, self) for sig in self.SIGNALS}
+            try:
+                yield
+            finally:
+                if not self.received:  # once stopping, later signals stay ignored until the exit
+                    for sig, handler in self.previous.items():
+                        signal.signal(sig, handler)
+
+        return scope()
+
+    def deferred(self):
+        """A context in which a signal is noted, not raised (the caller stops after it), and ray.init
+        keeps this handler instead of setting its own SIGTERM handler (sys.exit(15) wherever it lands)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            self.deferring = True
+            try:
+                import ray._private.utils as ray_utils
+            except ImportError:
+                ray_utils = None
+            original = getattr(ray_utils, "set_sigterm_handler", None)
+            if original is not None:
+                ray_utils.set_sigterm_handler = lambda handler: None
+            try:
+                yield
+            finally:
+                self.deferring = False
+                if original is not None:
+                    ray_utils.set_sigterm_handler = original
+
+        return scope()
+
+
+def workers_before_ray(address: str | None, workers: int | None) -> int | None:
+    """How many workers the sweep will have, where it is known before Ray starts: --workers, else on a
+    local Ray this host's GPUs (2 logical ones without a GPU: cluster.connect); None when it joins a
+    cluster (its GPUs are known once Ray is up)."""
+    from farm.ray_connect import local_head, nvml_gpu_count, plan_ray_init, visible_gpus
+
+    if workers:
+        return workers
+    if plan_ray_init(address, os.environ.get("RAY_ADDRESS"), local_head()).joins:
+        return None
+    return visible_gpus(nvml_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES")) or 2
 
 
 def exit_status(result) -> int:
@@ -212,10 +372,7 @@ def print_plan(spec, points, pruned: Counter, seconds: float, memory_bytes: int)
     print(
         f"sweep {spec.name!r}: {len(points)} points over {len(shapes)} shapes x {len(spec.dtypes)} dtype(s)"
     )
-    width = max(len("variant"), *(len(name) for name in spec.variants))
-    print(f"  {'variant':{width}s} {'points':>7s} {'pruned':>7s}")
-    for name in spec.variants:
-        print(f"  {name:{width}s} {per_variant[name]:7d} {pruned[name]:7d}")
+    print_variant_table(spec.variants, per_variant, pruned, "7d")
     # Start-up measured on an H200 host (docs/results/startup_probe.csv, benchmarks/startup_probe.py):
     # from the command to a one-point sweep's record, 23.5 s starting a local Ray, 15.4 s joining a
     # running head, 3.5-4.3 s on workers a previous `--keep-workers` sweep left running.
@@ -232,6 +389,44 @@ def print_plan(spec, points, pruned: Counter, seconds: float, memory_bytes: int)
             f"{worst.label()}, needs {point_bytes(worst) / 1e12:,.2f} TB): a sweep stores them as "
             "too_large without running them"
         )
+
+
+def print_variant_table(variants, points, pruned, count_format: str) -> None:
+    """`--dry-run`'s table: each variant's points to run and points its rules pruned, `count_format` the
+    format of a count (thousands separated where a priced plan runs to millions)."""
+    width = max(len("variant"), *(len(name) for name in variants))
+    column = len(format(0, count_format))
+    print(f"  {'variant':{width}s} {'points':>{column}s} {'pruned':>{column}s}")
+    for name in variants:
+        print(f"  {name:{width}s} {points[name]:{count_format}} {pruned[name]:{count_format}}")
+
+
+def print_priced_plan(spec, plan) -> None:
+    """`--dry-run` for a plan too large to list (DRY_RUN_EXPAND_MAX): its price from the axes."""
+    print(
+        f"sweep {spec.name!r}: about {plan.points:,} points over {plan.shapes:,} shapes x {len(spec.dtypes)} "
+        "dtype(s) (estimated from a sample of shapes and configs; not expanded)"
+    )
+    print_variant_table(spec.variants, plan.per_variant, plan.pruned, "11,d")
+    print(
+        f"estimated GPU time: {plan.gpu_seconds / 60:,.0f} min on one H100-class GPU "
+        f"({plan.gpu_seconds / 60 / 8:,.0f} min on 8); planning it takes about "
+        f"{plan.plan_bytes / 1e9:,.1f} GB of memory"
+    )
+
+
+def print_search(strategy: str, budget: str, points, grid_seconds: float) -> None:
+    """What a search of the plan measures: its budget of each shape's configs and every baseline; the
+    time estimate scaled from the grid's by the share of points (compiles scale alike: one per point)."""
+    from farm.search import parse_budget
+    from farm.source import search_size
+
+    searched = search_size(points, parse_budget(budget))
+    share = searched / max(1, len(points))
+    print(
+        f"search {strategy!r} at {budget} of each shape's configs, cublas always: {searched} of "
+        f"{len(points)} points ({share:.0%}), about {grid_seconds * share / 60:.1f} min on one H100-class GPU"
+    )
 
 
 def print_summary(result, db: str, code: int | None = None) -> None:

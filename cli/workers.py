@@ -24,9 +24,9 @@ def register(sub, add_db_argument) -> None:
 def handle(args: argparse.Namespace) -> int:
     import ray
 
-    from farm import cluster
+    from farm import cluster, ray_connect
 
-    cluster.connect(ray, args.address, None, join_only=True)
+    ray_connect.connect(ray, args.address, None, join_only=True)
     try:
         names = cluster.kept_worker_names(ray)
         if args.stop:

@@ -8,6 +8,8 @@
   but not `benchmarks`; `benchmarks` (the maintained studies) may import anything but the tests; the
   tests import no benchmark (a study is run, not imported: what a test needs lives in `tools`), and
   the product imports neither;
+- within `db`, the writer's modules (db.writes, db.claims, db.merge, db.summaries) import nothing of the
+  read side (`db.queries` and its modules): what a writer reads before it writes (done_keys) is its own;
 - no import cycles between modules.
 
 The checker runs on any tree, so the tests below also plant violations and see them reported.
@@ -89,6 +91,11 @@ def module_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
+# The writer's side of db and the read side it may not import (db/queries/__init__.py says which is which).
+WRITE_SIDE = ("db.writes", "db.claims", "db.merge", "db.summaries")
+READ_SIDE = "db.queries"
+
+
 def layer(module: str) -> str:
     return SCRIPTS.get(module, module.split(".")[0])
 
@@ -101,6 +108,15 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
                 found.append(f"{module} imports {target}: {layer(module)} may not import {layer(target)}")
             elif layer(target) == "cli" and layer(module) == "cli" and target in SCRIPTS:
                 found.append(f"{module} imports {target}: a script is imported by nothing")
+    return found
+
+
+def side_violations(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module in WRITE_SIDE:
+        for target in sorted(graph.get(module, ())):
+            if target == READ_SIDE or target.startswith(f"{READ_SIDE}."):
+                found.append(f"{module} imports {target}: the write side may not import the read side")
     return found
 
 
@@ -142,7 +158,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def check(root: Path) -> list[str]:
     """Every layering problem of the tree at `root`, one line each (empty: all good)."""
     graph = module_graph(root)
-    return layer_violations(graph) + [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
+    cycle_lines = [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
+    return layer_violations(graph) + side_violations(graph) + cycle_lines
 
 
 # ---- the repository ----
@@ -151,6 +168,8 @@ def check(root: Path) -> list[str]:
 def test_the_repository_is_layered() -> None:
     graph = module_graph(REPO)
     assert {"kernels.tuned", "db.engine", "farm.driver", "dashboard.widgets", "cli.db"} <= set(graph)
+    assert {"db.queries.splitk", "db.splitk_rule", "db.fetch", "kernels.sizes"} <= set(graph)
+    assert "db.queries.frames" in graph["db.queries.splitk"] and "db.fetch" in graph["db.writes"]
     assert check(REPO) == []
 
 
@@ -242,6 +261,31 @@ def test_a_clean_planted_tree_passes(tmp_path: Path) -> None:
             {"tools/ports.py": "", "farm/driver.py": "from tools.ports import free_port\n"},
             "farm.driver imports tools.ports: farm may not import tools",
             id="product-imports-a-tool",
+        ),
+        pytest.param(
+            {
+                "db/queries/__init__.py": "",
+                "db/queries/frames.py": "",
+                "db/writes.py": "from db.queries import frames\n",
+            },
+            "db.writes imports db.queries.frames: the write side may not import the read side",
+            id="writer-imports-the-read-side",
+        ),
+        pytest.param(
+            {
+                "db/queries/__init__.py": "",
+                "db/claims.py": "def f():\n    from db.queries import done_keys\n",
+            },
+            "db.claims imports db.queries: the write side may not import the read side",
+            id="claims-import-the-read-side-package",
+        ),
+        pytest.param(
+            {
+                "db/queries/__init__.py": "from db.queries.splitk import best\n",
+                "db/queries/splitk.py": "from db.queries import view\n",
+            },
+            "import cycle: db.queries -> db.queries.splitk",
+            id="a-query-module-imports-its-package",
         ),
         pytest.param(
             {"tools/ports.py": "", "cli/__init__.py": "import tools.ports\n"},

@@ -34,8 +34,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-START_S = 60
-WAIT_MS = 30_000
+START_S = 120  # a server starts in 5-15 s on a loaded 2-core machine
+WAIT_MS = 60_000
 # Data marks of a Vega chart drawn as SVG that have a real size: not the axes, legends or titles.
 # Vega gives every mark group the class role-mark; an item whose geometry is NaN (a bar from 0 on a
 # log axis) has a zero or non-finite box.
@@ -90,6 +90,63 @@ _TITLE = """chart => {
     }
     return {text: said, problem: ''};
 }"""
+
+
+# A chart's plot area (the root frame's background: the rectangle the data are drawn in, without title,
+# axes and legends) shorter than this reads as a title and a hairline: Overview's bar charts once got a
+# fixed 26 px per row + 90 px, and the title and axis ate all of it (0 px).
+MIN_PLOT_PX = 60
+_PLOT_PX = """chart => {
+    const svg = chart.querySelector('svg.marks');
+    if (!svg) return null;
+    const bg = svg.querySelector('g.role-frame.root path.background');
+    return bg ? bg.getBoundingClientRect().height : 0;
+}"""
+# Per discrete axis of a chart ("Y-axis ... for a discrete scale with 13 values: ..." in Vega's aria
+# label): its rows and the labels that show (Vega hides an overlapping label with opacity 0).
+_ROW_LABELS = """chart => {
+    const svg = chart.querySelector('svg.marks');
+    if (!svg) return [];
+    const out = [];
+    for (const axis of svg.querySelectorAll('g.role-axis')) {
+        const said = axis.getAttribute('aria-label') || '';
+        const m = said.match(/^Y-axis.*discrete scale with (\\d+) values?/);
+        if (!m) continue;
+        const shown = [...axis.querySelectorAll('.role-axis-label text')].filter(t => {
+            const r = t.getBoundingClientRect();
+            return t.textContent.trim() && r.height > 0 && getComputedStyle(t).opacity !== '0'
+                && t.getAttribute('opacity') !== '0';
+        });
+        out.push({rows: Number(m[1]), labelled: shown.length});
+    }
+    return out;
+}"""
+# Pairs of text items of a chart (labels, axis labels, titles, legends) whose boxes overlap by more than
+# 2 px each way (a text's box is its line box: two rows 11 px apart touch without overlapping).
+_OVERLAPS = """chart => {
+    const svg = chart.querySelector('svg.marks');
+    if (!svg) return [];
+    const items = [...svg.querySelectorAll('text')].filter(t => {
+        if (!t.textContent.trim()) return false;
+        for (let e = t; e && e !== svg; e = e.parentElement) {
+            if (e.getAttribute('opacity') === '0' || getComputedStyle(e).opacity === '0') return false;
+        }
+        const r = t.getBoundingClientRect();
+        return r.width > 0 && r.height > 0;
+    }).map(t => [t.textContent.trim(), t.getBoundingClientRect()]);
+    const out = [];
+    for (let i = 0; i < items.length; i++) {
+        for (let j = i + 1; j < items.length; j++) {
+            const [a, ra] = items[i], [b, rb] = items[j];
+            const dx = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left);
+            const dy = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+            if (dx > 2 && dy > 2) out.push([a, b]);
+        }
+    }
+    return out;
+}"""
+# Exceptions (a traceback), st.error, and dialogs (Streamlit's "Page not found" is one).
+ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"], [role="dialog"]'
 
 
 def url(base: str, page: str) -> str:
@@ -213,11 +270,38 @@ def title_problems(tab: Page) -> list[str]:
     ]
 
 
+def _per_chart(tab: Page, script: str) -> list:
+    charts = tab.locator('[data-testid="stVegaLiteChart"]')
+    return [charts.nth(i).evaluate(script) for i in range(charts.count())]
+
+
+def plot_heights(tab: Page) -> list[float | None]:
+    """Per chart, its plot area's height in px (None: drawn on a canvas, not measured)."""
+    return _per_chart(tab, _PLOT_PX)
+
+
+def layout_problems(tab: Page) -> list[str]:
+    """A line for each chart whose plot area is under MIN_PLOT_PX, whose rows are not all labelled, or
+    whose text labels overlap."""
+    problems = []
+    for i, px in enumerate(plot_heights(tab)):
+        if px is not None and px < MIN_PLOT_PX:
+            problems.append(f"chart {i}: plot area {px:.0f} px high (under {MIN_PLOT_PX})")
+    for i, axes in enumerate(_per_chart(tab, _ROW_LABELS)):
+        for axis in axes:
+            if axis["labelled"] < axis["rows"]:
+                problems.append(f"chart {i}: {axis['labelled']} of {axis['rows']} rows labelled")
+    for i, pairs in enumerate(_per_chart(tab, _OVERLAPS)):
+        problems += [f"chart {i}: labels overlap: {a!r} and {b!r}" for a, b in pairs]
+    return problems
+
+
 def drawing_problems(tab: Page, console: Console) -> list[str]:
-    """What is wrong with the page just drawn: charts with no marks, titles that do not show, and console
-    warnings or errors."""
+    """What is wrong with the page just drawn: a traceback or error, charts with no marks, a plot area too
+    low, rows unlabelled, text over text, titles that do not show, and console warnings or errors."""
+    errors = [f"error on the page: {text[:300]}" for text in tab.locator(ERRORS).all_inner_texts()]
     problems = [f"chart {i} draws no marks" for i, n in enumerate(marks_per_chart(tab)) if n == 0]
-    return problems + title_problems(tab) + console.take()
+    return errors + problems + layout_problems(tab) + title_problems(tab) + console.take()
 
 
 def full_page_screenshot(tab: Page, path: Path) -> None:

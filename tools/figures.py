@@ -1,6 +1,6 @@
 """The figures of README.md and docs/findings.md, drawn from a results database with the dashboard's own
-charts (dashboard.charts over dashboard.frames, the frames the pages build) and saved as PNG by
-vl-convert (Altair's `save(..., format="png")`).
+charts (dashboard.charts and dashboard.splitk_charts over dashboard.frames, the frames the pages build)
+and saved as PNG by vl-convert (Altair's `save(..., format="png")`).
 
     python tools/figures.py [--db dashboard/demo/h200.db] [--out docs/figures] [--gpu "NVIDIA H200"]
     python tools/figures.py --db dashboard/demo/h200-llm.db --only cublas splitk --prefix llm_
@@ -22,7 +22,7 @@ import altair as alt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dashboard import charts, frames  # the dashboard's own chart definitions
+from dashboard import charts, frames, splitk_charts  # the dashboard's own chart definitions
 from dashboard.target import DEMO_DB
 from db import queries
 from db.schema import open_engine
@@ -30,6 +30,10 @@ from db.schema import open_engine
 OUT = Path(__file__).resolve().parents[1] / "docs" / "figures"
 # Twice the browser's pixel density: sharp on a README page, 50-150 kB per figure.
 SCALE = 2
+# The width a page gives a chart in a 1,400 px window (Streamlit's wide layout less the sidebar). The
+# charts leave their width to the page ("container"); saved alone, a chart sized "fit-x" (the ones
+# sized by rows) fell back to Vega's 200 px and cut its title.
+WIDTH_PX = 900
 
 
 def splitk(conn, scope: dict[str, str]) -> alt.TopLevelMixin:
@@ -38,7 +42,7 @@ def splitk(conn, scope: dict[str, str]) -> alt.TopLevelMixin:
     table = frames.splitk_table(
         best, queries.splitk_eager(conn, **scope), queries.measurement_details(conn, ids=ids)
     )
-    return charts.splitk_scatter(table, frames.splitk_blocks(queries.splitk_speedup(conn, **scope)))
+    return splitk_charts.speedup_scatter(table, frames.splitk_blocks(queries.splitk_speedup(conn, **scope)))
 
 
 def grouping(conn, scope: dict[str, str]) -> alt.TopLevelMixin:
@@ -87,7 +91,8 @@ def draw(
             for name in names or FIGURES:
                 chart = FIGURES[name]
                 path = out / f"{prefix}{name}.png"
-                chart(conn, {"gpu_name": gpu, "dtype": dtype}).save(path, format="png", scale_factor=SCALE)
+                drawn = chart(conn, {"gpu_name": gpu, "dtype": dtype}).properties(width=WIDTH_PX)
+                drawn.save(path, format="png", scale_factor=SCALE)
                 written.append(path)
     finally:
         engine.dispose()
