@@ -46,6 +46,7 @@ page = st.navigation(
 try:
     st.sidebar.caption(f"Database (read-only): `{cache.shown_target()}`")
     widgets.demo_banner()
+    widgets.local_results_note()
 except DatabaseError as exc:
     st.error(f"Cannot open the results database: {exc}")
     st.stop()

@@ -13,9 +13,11 @@ import pandas as pd
 
 from dashboard.texts import NO_ENERGY
 from db.queries import rank_winners
+from db.records import FIRST_SUB_BLOCK_S
+from db.splitk_rule import SIDES
+from kernels.sizes import flop as matmul_flop
 
 SHAPE = ["m", "n", "k"]
-SIDES = ("unsplit", "split")
 # The compute roof is a dense bf16/fp16 tensor-core peak (farm.gpu's datasheet table).
 ROOF_DTYPES = ("bfloat16", "float16")
 # Run-to-run noise of one point on an H200: ten do_bench medians differ by 2-3%; a ratio
@@ -88,8 +90,8 @@ def readable_per_tflop(joules_per_tflop: float) -> str:
 
 
 def flop(m: pd.Series, n: pd.Series, k: pd.Series) -> pd.Series:
-    """The work of one matmul launch: 2MNK floating-point operations."""
-    return 2.0 * m.astype("float64") * n.astype("float64") * k.astype("float64")
+    """The work of one matmul launch (kernels.sizes.flop: 2MNK), as float64 columns."""
+    return matmul_flop(m.astype("float64"), n.astype("float64"), k.astype("float64"))
 
 
 def joules_per_tflop(joules: pd.Series, m: pd.Series, n: pd.Series, k: pd.Series) -> pd.Series:
@@ -128,6 +130,30 @@ def with_readable(df: pd.DataFrame, prefix: str = "") -> pd.DataFrame:
     return out
 
 
+# ---- times in tables ----
+
+# Every table on every page shows its times in microseconds, as numbers (sortable, one unit a column):
+# the demo's kernels run from 5 us to 13 ms, and in ms a 9.25 us kernel read "0.0093". A column named
+# ms, *_ms or ms_* is shown as us, *_us or us_*.
+TIME_SCALE = 1e3  # us per ms
+
+
+def us_column(column: str) -> str | None:
+    """The table name of a time column in ms ("triton_ms" -> "triton_us", "ms_p20" -> "us_p20"); None
+    for any other column."""
+    words = column.split("_")
+    return "_".join("us" if w == "ms" else w for w in words) if "ms" in words else None
+
+
+def in_us(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of a table with its ms columns (us_column) renamed and in microseconds."""
+    renamed = {c: us_column(c) for c in df.columns if us_column(c)}
+    out = df.rename(columns=renamed)
+    for column in renamed.values():
+        out[column] = pd.to_numeric(out[column], errors="coerce") * TIME_SCALE
+    return out
+
+
 # ---- split-K ----
 
 
@@ -145,7 +171,7 @@ def splitk_table(
     df = with_shape(best)
     if eager is not None:
         df = df.merge(eager, on=["gpu_name", "dtype", *SHAPE], how="left")
-        for side in ("unsplit", "split"):
+        for side in SIDES:
             df[f"{side}_eager_config"] = [
                 "" if pd.isna(v) else f"{v} {c}"
                 for v, c in zip(df[f"{side}_eager_variant"], df[f"{side}_eager_config_key"])
@@ -236,10 +262,8 @@ def grouping_gains(gain: pd.DataFrame) -> pd.DataFrame:
 
 
 def grouping_pairs(gains: pd.DataFrame) -> pd.DataFrame:
-    """grouping_gains' long form back to one row per pair (its time rows), largest time gain first, joules
-    in mJ for the table."""
-    df = gains[gains.measure == "time"].sort_values("time_gain", ascending=False, kind="stable")
-    return df.assign(joules_per_launch=df.joules_per_launch * 1e3, joules_group1=df.joules_group1 * 1e3)
+    """grouping_gains' long form back to one row per pair (its time rows), largest time gain first."""
+    return gains[gains.measure == "time"].sort_values("time_gain", ascending=False, kind="stable")
 
 
 def size_bin(operand_to_l2: pd.Series) -> pd.Series:
@@ -296,8 +320,7 @@ def with_intensity(df: pd.DataFrame, sizes: pd.DataFrame) -> pd.DataFrame:
     """Rows per shape with operand bytes (from queries.shape_sizes) and arithmetic intensity, 2 m n k /
     operand bytes (FLOP/B)."""
     out = with_shape(df).merge(sizes, on=["gpu_name", "dtype", *SHAPE], how="left")
-    flops = 2.0 * out.m.astype(float) * out.n.astype(float) * out.k.astype(float)
-    out["intensity"] = flops / out.operand_bytes.astype(float)
+    out["intensity"] = flop(out.m, out.n, out.k) / out.operand_bytes.astype(float)
     return out
 
 
@@ -408,16 +431,11 @@ def mib(n_bytes: float) -> str:
     return f"{n_bytes / 2**20:g} MiB"
 
 
-# farm.timing.TimingPolicy.first_sub_block_s: a config at the power limit settles only where
-# max_settle_s outlasts the sub-block that finds the limit.
-FIRST_SUB_BLOCK_S = 0.02
-
-
 def sweep_timing(spec: str | None) -> str:
     """How a sweep timed its points, from its stored spec (`timing:`): the regime, and for `steady`
-    whether configs at the power limit settled first (the default until 2026-12-01: up to 1.5 s;
-    docs/design.md, "No settling at the power limit") and how many passes they took. Empty for a sweep
-    whose spec says nothing of timing (a database built by hand)."""
+    whether configs at the power limit settled first (a max_settle_s over db.records.FIRST_SUB_BLOCK_S;
+    why not: docs/design.md, "No settling at the power limit") and how many passes they took. Empty for a
+    sweep whose spec says nothing of timing (a database built by hand)."""
     try:
         timing = json.loads(spec or "{}").get("timing") or {}
     except (ValueError, AttributeError):
@@ -447,3 +465,35 @@ def readable_environments(env: pd.DataFrame) -> pd.DataFrame:
     if "memory_bytes" in out:
         out["memory"] = [f"{b / 2**30:.0f} GiB" if pd.notna(b) else "" for b in out.memory_bytes]
     return out.drop(columns=[c for c in ("l2_bytes", "memory_bytes") if c in out])
+
+
+def with_launch_geometry(table: pd.DataFrame, geometry: pd.DataFrame) -> pd.DataFrame:
+    """splitk_table's rows with the why-columns db.conclusions.launch_geometry gives: `occupancy` of the
+    unsplit grid (its waves = tiles per SM / occupancy) and `split_programs_per_sm` of the best split."""
+    geo = geometry.set_index("id")
+    out = table.copy()
+    out["occupancy"] = out.unsplit_id.map(geo.occupancy).astype("float64")
+    out["split_programs_per_sm"] = out.split_id.map(geo.programs_per_sm).astype("float64")
+    return out
+
+
+def grouping_by_run(gains: pd.DataFrame, runs: dict[int, str]) -> pd.DataFrame:
+    """db.conclusions.grouping_gain_by_run's pairs summed up per run and shape: run (its name), shape,
+    operand_to_l2, pairs, best_gain, median_gain; newest run first, then the largest operands."""
+    if gains.empty:
+        cols = ["run", "shape", "operand_to_l2", "pairs", "best_gain", "median_gain"]
+        return pd.DataFrame(columns=cols)
+    df = with_shape(gains)
+    out = (
+        df.groupby(["sweep_id", "shape"], sort=False)
+        .agg(
+            operand_to_l2=("operand_to_l2", "first"),
+            pairs=("time_gain", "size"),
+            best_gain=("time_gain", "max"),
+            median_gain=("time_gain", "median"),
+        )
+        .reset_index()
+        .sort_values(["sweep_id", "operand_to_l2"], ascending=[False, False])
+    )
+    out.insert(0, "run", [runs.get(int(i), f"#{int(i)}") for i in out.sweep_id])
+    return out.drop(columns="sweep_id").reset_index(drop=True)

@@ -17,6 +17,7 @@ NAV = {
         ("accuracy", "Accuracy", "target"),
         ("sweeps", "Sweeps and environments", "history"),
         ("compare", "Compare runs", "compare_arrows"),
+        ("search", "Search", "travel_explore"),
     ],
 }
 DEFAULT_PAGE = "overview"

@@ -76,3 +76,14 @@ def banner(environments: pd.DataFrame, sweeps: pd.DataFrame) -> str:
         "Your own results: `farm sweep --preset smoke`, then `farm dashboard` opens results.db. "
         "What these data show and where they fall short: docs/findings.md."
     )
+
+
+def opened_local_results(target: str | None = None) -> bool:
+    """Whether the dashboard shows the results.db of the working directory (`farm dashboard` with no --db
+    and no $FARM_DB falls back to it when it exists): a smoke sweep's CPU times may sit there while the
+    user expected the demo."""
+    target = db_target() if target is None else target
+    if "://" in target and not target.startswith("sqlite:///"):
+        return False
+    path = Path(target.removeprefix("sqlite:///")).expanduser()
+    return path.exists() and path.resolve() == Path(DEFAULT_TARGET).resolve()

@@ -9,9 +9,18 @@ from typing import Any, NamedTuple
 import pandas as pd
 import streamlit as st
 
-from dashboard import target
+from dashboard import frames, target
 from dashboard.cache import query, shown_target
-from dashboard.texts import GPU_LABEL, INTERPRETER_LABEL, INTERPRETER_NOTE, NO_ENERGY, NOT_GPU, REGIMES
+from dashboard.texts import (
+    GPU_LABEL,
+    INTERPRETER_LABEL,
+    INTERPRETER_NOTE,
+    NO_ENERGY,
+    NOT_GPU,
+    REGIME_HELP,
+    base_regime,
+    regime_words,
+)
 from db import queries
 
 
@@ -125,9 +134,11 @@ def regime_badge(**filters: Any) -> None:
     counts = {regime: n for regime, n in query(queries.timing_regimes, **filters).items() if regime}
     if not counts:
         return
-    said = [f":blue-badge[{regime}] {REGIMES.get(regime, regime)}" for regime in counts]
-    if len(counts) == 1:
-        st.caption(f"Timing regime {said[0]}.")
+    said = [f":blue-badge[{regime}] {regime_words(regime)}" for regime in counts]
+    # A point the early cut stopped ("steady+cut") was timed in the same clock state as its regime's
+    # others: a page of steady and steady+cut rows mixes no regimes.
+    if len({base_regime(regime) for regime in counts}) == 1:
+        st.caption(f"Timing regime {' · '.join(said)}.")
         return
     rows = ", ".join(f"{regime} {n:,}" for regime, n in counts.items())
     st.warning(
@@ -138,18 +149,82 @@ def regime_badge(**filters: Any) -> None:
     st.caption(" · ".join(said))
 
 
-# The energy columns' units as tables show them. Energy per launch in mJ: a launch of a few us to a few
-# ms at 300-700 W draws about 1 to 1,000 mJ.
-ENERGY_FORMATS = {"mJ": "{:.4g} mJ", "W": "{:.0f} W", "J/TFLOP": "{:.4g} J/TFLOP"}
+# The units tables show energy in: J (a launch of a few us to a few ms at 300-700 W draws 0.001 to 1 J;
+# "1.052e+04 mJ" read as a bug), W and J/TFLOP.
+ENERGY_FORMATS = {
+    "J": lambda v: f"{v:.3g} J",
+    "W": lambda v: f"{v:.0f} W",
+    "J/TFLOP": lambda v: f"{v:.4g} J/TFLOP",
+}
+
+
+# Table titles of the time columns frames.in_us makes (any other: its name, spaces for underscores).
+TIME_TITLES = {
+    "us": "kernel us",
+    "us_p20": "p20 us",
+    "us_p80": "p80 us",
+    "us_group1": "us at GROUP_SIZE_M 1",
+    "us_a": "run a us",
+    "us_b": "run b us",
+    "cublas_us": "cuBLAS us",
+    "triton_us": "Triton us",
+    "streamk_us": "stream-K us",
+}
+# 0.1 us: under the run-to-run noise (2-3%) of every kernel over 3 us; "%.4g" wrote 12,500 us as 1.25e+04.
+TIME_FORMAT = "%.1f us"
+
+
+def table(df: pd.DataFrame, **column_config: Any) -> None:
+    """df as a table with its times in microseconds (frames.in_us: numbers, to sort) and the regime
+    column explained; column_config by the table's column names (a time column by its us name)."""
+    for column in filter(None, map(frames.us_column, df.columns)):
+        title = TIME_TITLES.get(column, column.replace("_", " "))
+        column_config.setdefault(column, st.column_config.NumberColumn(title, format=TIME_FORMAT))
+    out = frames.in_us(df)
+    if "timing_regime" in out:
+        column_config.setdefault("timing_regime", st.column_config.TextColumn("regime", help=REGIME_HELP))
+    st.dataframe(out, hide_index=True, column_config=column_config)
 
 
 def energy_table(df: pd.DataFrame, energy: Mapping[str, str], **column_config: Any) -> None:
     """df as a table whose `energy` columns (name -> unit of ENERGY_FORMATS; joules already in the unit)
-    are text that says NO_ENERGY where a point has no reading. Text, not numbers: Streamlit's table draws
-    every missing number as "None" whatever a Styler says, and "None" reads as a bug, not as a meter that
-    did not measure (the Explorer keeps them as numbers, to sort and download)."""
+    are text that says NO_ENERGY where a point has no reading, its times in us (`table`). Text, not
+    numbers: Streamlit's table draws every missing number as "None" whatever a Styler says, and "None"
+    reads as a bug, not as a meter that did not measure (the Explorer keeps them as numbers, to sort and
+    download)."""
     out = df.copy()
     for c, unit in energy.items():
         if c in out:
-            out[c] = [NO_ENERGY if pd.isna(v) else ENERGY_FORMATS[unit].format(v) for v in out[c]]
-    st.dataframe(out, hide_index=True, column_config=column_config or None)
+            out[c] = [NO_ENERGY if pd.isna(v) else ENERGY_FORMATS[unit](v) for v in out[c]]
+    table(out, **column_config)
+
+
+def lead() -> Any:
+    """The slot under a page's title for the sentence it opens with (filled once the sidebar has
+    chosen what the page shows)."""
+    return st.empty()
+
+
+def conclude(slot: Any, fn: Callable[..., str], **filters: Any) -> None:
+    """Write db.conclusions' sentence for this page (fn over filters) into `slot`, in bold."""
+    slot.markdown(f"**{query(fn, **filters)}**")
+
+
+def local_results_note() -> None:
+    """Where `farm dashboard` fell back to ./results.db (no --db, no $FARM_DB): say so, and that the demo
+    database is one flag away."""
+    if target.opened_local_results():
+        st.info(
+            f"Showing `{shown_target()}`, the results.db in the working directory (your own sweeps). "
+            "The demo database of real H200 sweeps: `farm dashboard --demo`.",
+            icon=":material/folder_open:",
+        )
+
+
+def picked_shape(event: Any, name: str = "pick") -> None:
+    """Open the Shape page on the shape a chart's selection `name` picked (a query parameter, so the
+    view can be shared)."""
+    picked = (event.selection.get(name) or [{}]) if event else [{}]
+    shape = picked[0].get("shape")
+    if shape:
+        st.switch_page("app_pages/shape.py", query_params={"shape": shape})

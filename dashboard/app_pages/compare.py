@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import cache, charts, frames, texts, widgets
-from db import queries
+from db import conclusions, queries
 
 ANY = "any study"
 # fmt: off
@@ -15,20 +15,22 @@ TABLE_COLUMNS = [
 RATIO = st.column_config.NumberColumn("time b / time a", format="%.4f", help="< 1: run b is faster")
 
 st.title("Compare runs")
-pair = cache.query(queries.default_comparison)
-if pair is None:
+lead = widgets.lead()
+sweeps = cache.query(queries.sweeps)
+with_rows = set(cache.query(queries.sweep_gpus).sweep_id.astype(int))
+runs = sweeps[sweeps.id.isin(with_rows)].sort_values("id", ascending=False)  # newest first
+if len(runs) < 2:
     st.info(
         "Comparing needs two runs with ok rows; this database has fewer. "
         f"Another run of a study: {widgets.sweep_hint()} (or `farm sweep --repeat`)."
     )
     st.stop()
-
-sweeps = cache.query(queries.sweeps)
-with_rows = set(cache.query(queries.sweep_gpus).sweep_id.astype(int))
-runs = sweeps[sweeps.id.isin(with_rows)].sort_values("id")
-names = dict(zip(runs.id, runs.name))
+names = cache.query(conclusions.run_names)
+study_of = dict(zip(runs.id, runs.name))
+# The newest two runs that share a point; where none do, the two newest runs (the page then says so).
+pair = cache.query(conclusions.newest_shared_pair) or (int(runs.id.iloc[1]), int(runs.id.iloc[0]))
 studies = [name for name, n in runs.name.value_counts().sort_index().items() if n > 1]
-default_study = names[pair[1]] if names[pair[0]] == names[pair[1]] else ANY
+default_study = study_of[pair[1]] if study_of[pair[0]] == study_of[pair[1]] else ANY
 study = st.selectbox(
     "Study (runs of one sweep spec)",
     [ANY, *studies],
@@ -36,14 +38,27 @@ study = st.selectbox(
     key="cmp_study",
 )
 ids = [int(i) for i in (runs.id if study == ANY else runs.id[runs.name == study])]
-label = lambda i: f"#{i} {names[i]}"
 left, right = st.columns(2)
-a = left.selectbox("Run a (before)", ids, index=ids.index(pair[0]) if pair[0] in ids else 0, key="cmp_a")
+a = left.selectbox(
+    "Run a (before)", ids, index=ids.index(pair[0]) if pair[0] in ids else min(1, len(ids) - 1),
+    format_func=names.get, key="cmp_a",
+)  # fmt: skip
 b = right.selectbox(
-    "Run b (after)", ids, index=ids.index(pair[1]) if pair[1] in ids else len(ids) - 1, key="cmp_b"
+    "Run b (after)",
+    ids,
+    index=ids.index(pair[1]) if pair[1] in ids else 0,
+    format_func=names.get,
+    key="cmp_b",
 )
-if names[a] != names[b]:
-    st.caption(f"Runs of two studies ({names[a]!r}, {names[b]!r}): only the points both measured compare.")
+if a == b:
+    lead.markdown(f"**{conclusions.compare_itself(a)}**")
+    st.warning("Run a and run b are the same run: pick two runs.", icon=":material/compare_arrows:")
+    st.stop()
+widgets.conclude(lead, conclusions.compare, run_a=a, run_b=b)
+if study_of[a] != study_of[b]:
+    st.caption(
+        f"Runs of two studies ({study_of[a]!r}, {study_of[b]!r}): only the points both measured compare."
+    )
 cmp = cache.query(queries.compare_runs, run_a=a, run_b=b)
 points = frames.compare_points(cmp.points)
 if points.empty:
@@ -80,8 +95,4 @@ moved = points[points.verdict != "same"].sort_values("ratio_b_over_a", ascending
 if moved.empty:
     st.caption("None: every point's p20-p80 intervals overlap.")
 else:
-    st.dataframe(
-        widgets.label_timings(moved)[TABLE_COLUMNS],
-        hide_index=True,
-        column_config={"ratio_b_over_a": RATIO, "verdict": "run b is"},
-    )
+    widgets.table(widgets.label_timings(moved)[TABLE_COLUMNS], ratio_b_over_a=RATIO, verdict="run b is")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import cache, charts, frames, widgets
-from db import queries
+from db import conclusions, queries
 
 # fmt: off
 TABLE_COLUMNS = [
@@ -14,7 +14,9 @@ ROOF_COLUMNS = ["shape", "provider", "config", "ms", "tflops", "pct_peak", "inte
 # fmt: on
 
 st.title("Versus cuBLAS")
+lead = widgets.lead()
 scope, best = widgets.scoped(queries.best_configs, what="ok rows", preset="smoke")
+widgets.conclude(lead, conclusions.cublas, **scope.filters)
 widgets.throttle_badge(**scope.filters)
 widgets.regime_badge(**scope.filters)
 sizes = cache.query(queries.shape_sizes, **scope.filters)
@@ -30,10 +32,15 @@ else:
     wins = int((points.ratio > 1).sum())
     st.caption(
         f"Triton's best config beats cuBLAS on {wins} of {len(points)} shapes "
-        "(ratio = cuBLAS ms / Triton ms)."
+        "(ratio = cuBLAS time / Triton time)."
     )
-    st.altair_chart(charts.cublas_scatter(points, scope.note))
-    st.dataframe(points[TABLE_COLUMNS], hide_index=True)
+    widgets.picked_shape(
+        st.altair_chart(
+            charts.cublas_scatter(points, scope.note, pick=True), on_select="rerun", key="cublas_pick"
+        )
+    )
+    st.caption("Click a dot to open its shape.")
+    widgets.table(points[TABLE_COLUMNS])
 
 longform = frames.roofline_points(best, sizes, peaks["peak_tflops"])
 roofs = frames.roof_lines(
@@ -52,5 +59,9 @@ else:
     )
     if scope.dtype not in frames.ROOF_DTYPES:
         st.warning(f"The compute roof is the bf16/fp16 tensor-core peak; {scope.dtype} runs below it.")
-st.altair_chart(charts.roofline(longform, roofs, scope.note))
-st.dataframe(longform[ROOF_COLUMNS].sort_values("pct_peak"), hide_index=True)
+widgets.picked_shape(
+    st.altair_chart(
+        charts.roofline(longform, roofs, scope.note, pick=True), on_select="rerun", key="cublas_roof"
+    )
+)
+widgets.table(longform[ROOF_COLUMNS].sort_values("pct_peak"))

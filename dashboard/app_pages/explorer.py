@@ -3,23 +3,29 @@
 import streamlit as st
 
 from dashboard import cache, texts, widgets
-from db import queries
+from db import conclusions, queries
 
 # The table shows the first ROW_CAP rows (st.dataframe sorts what it holds); the CSV has them all.
 ROW_CAP = 5_000
 # fmt: off
 COLUMNS = [
-    "timing", "gpu_name", "variant", "dtype", "m", "n", "k", "block_m", "block_n", "block_k",
-    "group_m", "split_k", "num_warps", "num_stages", "status", "ms", "ms_p20", "ms_p80", "stream_ms",
-    "host_ms", "timing_regime", "tflops", "avg_watts", "joules_per_launch", "power_limit_w", "rel_err",
+    "timing", "gpu_name", "variant", "dtype", "m", "n", "k", "ms", "status", "config_key", "ms_p20", "ms_p80",
+    "stream_ms", "host_ms", "tflops", "block_m", "block_n", "block_k", "group_m", "split_k", "num_warps",
+    "num_stages", "timing_regime", "avg_watts", "joules_per_launch", "power_limit_w", "rel_err",
     "nondeterminism", "sm_clock_mhz", "temperature_c", "throttled", "throttle_reasons", "tiles_per_sm",
-    "waves", "operand_bytes", "sweep_id", "host", "error",
+    "waves", "occupancy", "operand_bytes", "sweep_id", "host", "error",
 ]
 # fmt: on
 
 st.title("Explorer")
+widgets.conclude(widgets.lead(), conclusions.explorer)
 opts = cache.query(queries.filter_options)
+runs = cache.query(conclusions.run_names)
+NEWEST = "each point's newest run"
 with st.sidebar:
+    run = st.selectbox(
+        "Run", [NEWEST, *runs], format_func=lambda r: r if r == NEWEST else runs[r], key="x_run"
+    )
     filters = {
         "gpu_name": st.multiselect("GPU", opts["gpu_names"], format_func=widgets.gpu_label, key="x_gpu"),
         "dtype": st.multiselect("dtype", opts["dtypes"], key="x_dtype"),
@@ -32,8 +38,14 @@ with st.sidebar:
         chosen = st.slider(f"{d} range", lo, hi, (lo, hi), key=f"x_{d}") if lo < hi else (lo, hi)
         filters[f"{d}_range"] = None if chosen == (lo, hi) else chosen
 
-total = cache.query(queries.count_results, **filters)
-rows = widgets.label_timings(cache.query(queries.results, limit=ROW_CAP, **filters))
+if run == NEWEST:
+    total = cache.query(queries.count_results, **filters)
+    rows = widgets.label_timings(cache.query(queries.results, limit=ROW_CAP, **filters))
+else:  # an older run's rows too: the sweep's own (view run_results)
+    filters["sweep"] = run
+    rows = widgets.label_timings(cache.query(queries.results, **filters))
+    total = len(rows)
+    rows = rows.head(ROW_CAP)
 shown = f"the first {ROW_CAP:,} are shown" if total > ROW_CAP else "all shown"
 st.caption(f"{total:,} measurements match ({shown}; click a column header to sort).")
 if (rows.timing == texts.INTERPRETER_LABEL).any():
@@ -46,28 +58,16 @@ if n_throttled:
         icon=":material/speed:",
     )
 widgets.regime_badge(**filters)
-# Energy in mJ: a launch of a few us to a few ms at 300-700 W draws about 1 to 1,000 mJ.
-shown = rows[COLUMNS].assign(
-    operand_bytes=rows.operand_bytes / 2**20, joules_per_launch=rows.joules_per_launch * 1e3
-)
-time = lambda title: st.column_config.NumberColumn(title, format="%.4g ms")
-st.dataframe(
-    shown,
-    hide_index=True,
-    column_config={
-        "ms": time("ms (kernel)"),
-        "ms_p20": time("ms p20"),
-        "ms_p80": time("ms p80"),
-        "stream_ms": time("stream"),
-        "host_ms": time("host"),
-        "timing_regime": st.column_config.TextColumn("regime"),
-        "avg_watts": st.column_config.NumberColumn("power", format="%.0f W"),
-        "joules_per_launch": st.column_config.NumberColumn("energy / launch", format="%.4g mJ"),
-        "power_limit_w": st.column_config.NumberColumn("power limit", format="%.0f W"),
-        "operand_bytes": st.column_config.NumberColumn("operands", format="%.1f MiB"),
-        "sm_clock_mhz": st.column_config.NumberColumn("SM clock", format="%d MHz"),
-        "temperature_c": st.column_config.NumberColumn("temperature", format="%d °C"),
-    },
+# Energy in J (a launch draws 0.001 to 1 J), times in us as on every page (widgets.table); numbers, to
+# sort (the CSV keeps the stored units).
+widgets.table(
+    rows[COLUMNS].assign(operand_bytes=rows.operand_bytes / 2**20),
+    avg_watts=st.column_config.NumberColumn("power", format="%.0f W"),
+    joules_per_launch=st.column_config.NumberColumn("energy / launch", format="%.3g J"),
+    power_limit_w=st.column_config.NumberColumn("power limit", format="%.0f W"),
+    operand_bytes=st.column_config.NumberColumn("operands", format="%.1f MiB"),
+    sm_clock_mhz=st.column_config.NumberColumn("SM clock", format="%d MHz"),
+    temperature_c=st.column_config.NumberColumn("temperature", format="%d °C"),
 )
 st.download_button(
     f"Download CSV ({total:,} rows, every column)",

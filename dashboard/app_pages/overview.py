@@ -1,11 +1,12 @@
-"""Overview: what the database holds and how the last sweep ended."""
+"""Overview: what the database holds, how the last sweep ended, and where each question is answered."""
 
 import streamlit as st
 
-from dashboard import cache, charts, texts, widgets
-from db import queries
+from dashboard import cache, charts, navigation, texts, widgets
+from db import conclusions, queries
 
 st.title("Overview")
+widgets.conclude(widgets.lead(), conclusions.overview)
 s = cache.query(queries.summary)
 by_status = s["by_status"]
 cols = st.columns(4)
@@ -24,11 +25,18 @@ if n_interp:
         icon=":material/warning:",
     )
 
+st.subheader("Why a schedule wins")
+links = st.columns(len(navigation.NAV["Why a schedule wins"]))
+for col, (name, title, icon) in zip(links, navigation.NAV["Why a schedule wins"]):
+    col.page_link(f"app_pages/{name}.py", label=title, icon=f":material/{icon}:")
+
 left, right = st.columns(2)
 with left:
     st.subheader("By status")
     st.altair_chart(charts.count_bars(by_status, "status", "measurements by status"))
+    st.page_link("app_pages/explorer.py", label="Every row, filtered: Explorer", icon=":material/table_view:")
 with right:
     st.subheader("By GPU")
     labels = {widgets.gpu_label(g): n for g, n in s["by_gpu"].items()}
     st.altair_chart(charts.count_bars(labels, "gpu", "measurements by GPU"))
+    st.page_link("app_pages/sweeps.py", label="Every run: Sweeps and environments", icon=":material/history:")

@@ -3,23 +3,24 @@ and in eager time per call."""
 
 import streamlit as st
 
-from dashboard import cache, charts, frames, widgets
-from db import queries
+from dashboard import cache, frames, splitk_charts, widgets
+from db import conclusions, queries
 
-# The why first: the verdict, then what explains it (tiles per SM and waves of the unsplit grid,
-# stream-K's answer, throttling), then the times, configs and energy behind it.
+# The why first: the verdict in kernel time and per eager call, then what explains it (tiles per SM,
+# waves and occupancy of the unsplit grid: waves = tiles per SM / occupancy; the best SPLIT_K and its
+# programs per SM), stream-K's answer, throttling; then the times, configs and energy behind it.
 # fmt: off
 BEST_COLUMNS = [
-    "shape", "verdict", "speedup", "tiles_per_sm", "waves", "streamk_speedup", "throttled",
-    "eager_speedup", "speedup_lo", "speedup_hi", "unsplit_ms", "split_ms", "streamk_ms",
-    "unsplit_config", "split_config", "streamk_config", "unsplit_eager_config", "split_eager_config",
-    "unsplit_joules_per_launch", "split_joules_per_launch", "unsplit_avg_watts", "split_avg_watts",
-    "unsplit_joules_per_tflop", "split_joules_per_tflop",
+    "shape", "verdict", "speedup", "eager_speedup", "tiles_per_sm", "waves", "occupancy", "split_split_k",
+    "split_programs_per_sm", "streamk_speedup", "throttled", "speedup_lo", "speedup_hi", "unsplit_ms",
+    "split_ms", "streamk_ms", "unsplit_config", "split_config", "streamk_config", "unsplit_eager_config",
+    "split_eager_config", "unsplit_joules_per_launch", "split_joules_per_launch", "unsplit_avg_watts",
+    "split_avg_watts", "unsplit_joules_per_tflop", "split_joules_per_tflop",
 ]
 # fmt: on
 ENERGY = {
-    "unsplit_joules_per_launch": "mJ",
-    "split_joules_per_launch": "mJ",
+    "unsplit_joules_per_launch": "J",
+    "split_joules_per_launch": "J",
     "unsplit_avg_watts": "W",
     "split_avg_watts": "W",
     "unsplit_joules_per_tflop": "J/TFLOP",
@@ -27,6 +28,7 @@ ENERGY = {
 }  # fmt: skip
 
 st.title("Split-K")
+lead = widgets.lead()
 st.caption(
     "Below one output tile per SM, the unsplit grid leaves SMs idle and splitting K gives them work; "
     "above it, split-K only adds the partial-sum traffic. Speedup = the fastest unsplit kernel "
@@ -38,13 +40,17 @@ st.caption(
 scope, best = widgets.scoped(
     queries.splitk_best, what="split-K or stream-K rows next to unsplit ones", preset="splitk"
 )
+widgets.conclude(lead, conclusions.splitk, **scope.filters)
 widgets.throttle_badge(**scope.filters)
 widgets.regime_badge(**scope.filters)
 ids = [int(i) for i in (*best.unsplit_id.dropna(), *best.split_id.dropna())]
-table = frames.splitk_table(
-    best,
-    cache.query(queries.splitk_eager, **scope.filters),
-    cache.query(queries.measurement_details, ids=ids),
+table = frames.with_launch_geometry(
+    frames.splitk_table(
+        best,
+        cache.query(queries.splitk_eager, **scope.filters),
+        cache.query(queries.measurement_details, ids=ids),
+    ),
+    cache.query(conclusions.launch_geometry, ids=ids),
 )
 blocks = frames.splitk_blocks(cache.query(queries.splitk_speedup, **scope.filters))
 st.caption(
@@ -57,7 +63,14 @@ if table.eager_speedup.isna().all():
         "No shape here has host times on both sides (rows stored before revision 0002 have none): "
         "the chart shows kernel-time speedups alone."
     )
-st.altair_chart(charts.splitk_scatter(table, blocks, scope.note))
+widgets.picked_shape(
+    st.altair_chart(
+        splitk_charts.speedup_scatter(table, blocks, scope.note, pick=True),
+        on_select="rerun",
+        key="splitk_pick",
+    )
+)
+st.caption("Click a dot to open its shape.")
 st.subheader("Best split against best unsplit, per shape")
 st.caption(
     'speedup_lo..speedup_hi: the speedup from both p20-p80 ranges; "within noise" where it holds 1. '
@@ -67,13 +80,16 @@ st.caption(
 )
 shown = table.sort_values("speedup", ascending=False)
 widgets.energy_table(
-    shown[BEST_COLUMNS].assign(
-        unsplit_joules_per_launch=shown.unsplit_joules_per_launch * 1e3,
-        split_joules_per_launch=shown.split_joules_per_launch * 1e3,
-    ),
+    shown[BEST_COLUMNS],
     ENERGY,
+    speedup=st.column_config.NumberColumn("speedup", format="%.3g"),
+    eager_speedup=st.column_config.NumberColumn("eager speedup", format="%.3g"),
     tiles_per_sm=st.column_config.NumberColumn("tiles / SM", format="%.3g"),
     waves=st.column_config.NumberColumn("waves", format="%.3g"),
+    occupancy=st.column_config.NumberColumn("occupancy", format="%.3g", help="programs resident per SM"),
+    split_split_k=st.column_config.NumberColumn("best SPLIT_K", format="%d"),
+    split_programs_per_sm=st.column_config.NumberColumn("its programs / SM", format="%.3g"),
+    streamk_speedup=st.column_config.NumberColumn("stream-K speedup", format="%.3g"),
     unsplit_joules_per_launch="unsplit energy",
     split_joules_per_launch="split energy",
     unsplit_avg_watts="unsplit power",
@@ -83,8 +99,9 @@ widgets.energy_table(
 )
 
 shape = st.selectbox("Speedup against SPLIT_K for the shape", shown["shape"].tolist(), key="splitk_shape")
+st.page_link("app_pages/shape.py", label=f"Every config of {shape}", query_params={"shape": shape})
 row = shown[shown["shape"] == shape].iloc[0]
 curve = frames.splitk_curve_band(
     cache.query(queries.splitk_curve, **scope.filters, m=int(row.m), n=int(row.n), k=int(row.k))
 )
-st.altair_chart(charts.splitk_curve(curve, shape, row.streamk_speedup, scope.note))
+st.altair_chart(splitk_charts.speedup_curve(curve, shape, row.streamk_speedup, scope.note))

@@ -44,7 +44,7 @@ def check_shape(at, conn: Connection) -> None:
     best, every = (d.value for d in at.dataframe)
     m, n, k = (int(x) for x in at.selectbox(key="shape_pick").value.split("x"))
     ok = queries.results(conn, **SCOPE, status="ok", m_range=(m, m), n_range=(n, n), k_range=(k, k))
-    assert len(every) == len(ok.dropna(subset=["ms"])) and every.ms.is_monotonic_increasing
+    assert len(every) == len(ok.dropna(subset=["ms"])) and every.us.is_monotonic_increasing  # times in us
     assert sorted(best.variant) == sorted(ok.variant.unique())
     assert len(layer(configs, "configs of the shape", "point").data) == min(len(every), 40)
 
@@ -132,7 +132,12 @@ def check_compare(at, conn: Connection) -> None:
     assert set(dots.verdict) == {"faster", "slower", "same"}
 
 
+def check_search(at, conn: Connection) -> None:
+    assert "--search model --budget 10%" in texts(at, "info")[0] and not charts(at)
+
+
 CHECKS: dict[str, Callable] = {
+    "search": check_search,
     "overview": check_overview,
     "shape": check_shape,
     "splitk": check_splitk,

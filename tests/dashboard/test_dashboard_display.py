@@ -101,19 +101,22 @@ def test_shape_best_table_switches_objective(host_db: Path) -> None:
         for objective in ("kernel", "eager"):
             shape.radio(key="shape_objective").set_value(objective).run()
             best = shape.dataframe[0].value
-            tables[objective] = (best.variant.tolist(), best.eager_ms.round(4).tolist())
+            tables[objective] = (best.variant.tolist(), best.eager_us.round(1).tolist())
             captions = [c.value for c in shape.caption]
             assert sum(c.startswith("Ranked by ") for c in captions) == 1
             assert any(c.startswith(f"Ranked by {RANKED_BY[objective]} ") for c in captions), captions
     assert tables == {
-        "kernel": (["splitk", "persistent_tma_pad"], [0.076, 0.030]),
-        "eager": (["persistent_tma_pad", "splitk"], [0.030, 0.076]),
+        "kernel": (["splitk", "persistent_tma_pad"], [76.0, 30.0]),  # eager us: the host's 0.076 ms
+        "eager": (["persistent_tma_pad", "splitk"], [30.0, 76.0]),
     }
 
 
 # ---- Split-K: the why columns first, shapes written on the largest dots ----
 
-SPLITK_WHY = ["shape", "verdict", "speedup", "tiles_per_sm", "waves", "streamk_speedup", "throttled"]
+# fmt: off
+SPLITK_WHY = ["shape", "verdict", "speedup", "eager_speedup", "tiles_per_sm", "waves", "occupancy",
+              "split_split_k", "split_programs_per_sm", "streamk_speedup", "throttled"]
+# fmt: on
 
 
 def test_splitk_table_puts_the_why_columns_first(dbs: dict[str, Path]) -> None:
@@ -126,9 +129,13 @@ def test_splitk_table_puts_the_why_columns_first(dbs: dict[str, Path]) -> None:
     scatter = charts(at)[0]
     dots = layer(scatter, "best split against best unsplit", "point")
     assert dots.encoding["size"]["field"] == "gflop"
+    # The headline (largest speedup, SKINNY at 4.0) is named first, then the largest problems, each where
+    # its text crosses no other.
     labels = layer(scatter, "shape labels", "text")
-    largest = dots.data.nlargest(chartkit.SHAPE_LABELS, "gflop")["shape"].tolist()
-    assert labels.data["shape"].tolist() == largest and labels.encoding["text"]["field"] == "shape"
+    assert labels.data["shape"].tolist()[0] == dots.data.loc[dots.data.speedup.idxmax(), "shape"]
+    assert (
+        set(labels.data["shape"]) <= set(dots.data["shape"]) and labels.encoding["text"]["field"] == "shape"
+    )
 
 
 # ---- Grouping: the x axis over the data, colour by shape on small sweeps ----
@@ -146,7 +153,7 @@ def test_grouping_colours_by_shape_on_a_small_sweep(dbs: dict[str, Path]) -> Non
     assert "energy_per_tflop" in {t["field"] for t in dots.encoding["tooltip"]}
     pairs = at.dataframe[0].value
     assert pairs.time_gain.tolist() == pytest.approx([1.25, 2.0 / 1.8, 1.0])  # largest time gain first
-    assert pairs.joules_per_launch.tolist()[:2] == ["1040 mJ", "1170 mJ"]  # 650 W x 1.6 ms, x 1.8 ms
+    assert pairs.joules_per_launch.tolist()[:2] == ["1.04 J", "1.17 J"]  # 650 W x 1.6 ms, x 1.8 ms
     assert pairs.joules_per_launch.tolist()[2] == "no energy reading"
 
 
@@ -227,3 +234,77 @@ def test_compare_chart_and_table_agree_on_direction(pair_db: Path) -> None:
         assert chart_ratio["splitk"] == (pytest.approx(0.8), "faster")
         assert table.variant.tolist() == ["cublas", "splitk"]  # run b's largest slowdown first
         assert {m.label: m.value for m in at.metric}["median time b / a"] == f"{(1.25 + 0.8) / 2:.4f}"
+
+
+# ---- Grouping / L2: the run the charts draw is chosen ----
+
+BIG = (16384, 16384, 16384)  # operands 1.5 GiB: 26x the H200's 60 MiB L2
+
+
+@pytest.fixture(scope="module")
+def two_runs_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two grouping runs of one pair: run 1 gains 1.25 (0.8 ms at GROUP_SIZE_M 8), its repeat 1.10."""
+    run = lambda ms: [record("grouped", BIG, ms=1.0), record("grouped", BIG, ms=ms, group_m=8)]
+    batches = [Batch(H200, run(0.8), sweep="grouping"), Batch(H200, run(1 / 1.1), sweep="grouping")]
+    return build(tmp_path_factory.mktemp("runs") / "runs.db", batches)
+
+
+def test_grouping_draws_the_run_chosen(two_runs_db: Path) -> None:
+    with app(two_runs_db) as at:
+        show(at, "grouping")
+        assert not at.exception
+        picker = at.selectbox(key="grouping_run")
+        assert picker.value == 0 and picker.options[0] == "each point's newest"  # the default
+        gains = layer(charts(at)[0], "gain per config", "point").data
+        assert gains.gain.tolist() == pytest.approx([1.1])
+        assert at.dataframe[0].value.time_gain.tolist() == pytest.approx([1.1])
+        assert picker.options[1].startswith("#2 ") and picker.options[2].startswith("#1 ")  # newest first
+        picker.set_value(1).run()
+        assert not at.exception
+        chart, heatmap = charts(at)
+        assert layer(chart, "gain per config", "point").data.gain.tolist() == pytest.approx([1.25])
+        assert layer(heatmap, "median speedup per cell", "rect").data.speedup.tolist() == pytest.approx(
+            [1.25]
+        )
+        assert at.dataframe[0].value.time_gain.tolist() == pytest.approx([1.25])
+        assert chart["spec"]["title"]["text"][1].startswith("run #1 ")  # the title names the run it draws
+
+
+# ---- times in us on every table of every page ----
+
+
+@pytest.mark.parametrize("page", ["shape", "splitk", "grouping", "cublas", "compare", "explorer", "search"])
+def test_every_table_shows_times_in_us(dbs: dict[str, Path], page: str) -> None:
+    """No table column in ms: each time is a numeric column in microseconds (kernels of 5 us read
+    "0.0050" in ms), named us, *_us or us_*."""
+    at = render(dbs["small"], page)
+    assert not at.exception
+    for table in at.dataframe:
+        words = [set(c.split("_")) for c in table.value.columns]
+        assert not any("ms" in w for w in words), list(table.value.columns)
+        for column in (c for c, w in zip(table.value.columns, words) if "us" in w):
+            assert table.value[column].dtype.kind == "f", column
+
+
+def test_in_us_renames_and_scales_only_time_columns() -> None:
+    raw = pd.DataFrame({"ms": [0.00925], "ms_p20": [0.009], "triton_ms": [1.5], "status": ["ok"], "k": [8]})
+    shown = frames.in_us(raw)
+    assert list(shown.columns) == ["us", "us_p20", "triton_us", "status", "k"]
+    assert shown.iloc[0][["us", "us_p20", "triton_us"]].tolist() == pytest.approx([9.25, 9.0, 1500.0])
+
+
+# ---- timing regimes: the early cut is explained, and mixes no regime ----
+
+
+def test_cut_points_are_explained_not_called_a_mix(tmp_path: Path) -> None:
+    rows = [
+        record("grouped", BIG, ms=1.0),
+        record("grouped", BIG, ms=3.5, block=(64, 64, 64), timing_regime="steady+cut"),
+    ]
+    at = render(build(tmp_path / "cut.db", [Batch(H200, rows, sweep="grouping")]), "shape")
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert ":blue-badge[steady+cut]" in captions and "3x the best time stored for its shape" in captions
+    assert not any("mix timing regimes" in w.value for w in at.warning)
+    every = at.dataframe[1].value
+    assert set(every.timing_regime) == {"steady", "steady+cut"}

@@ -23,6 +23,11 @@ from db.errors import DatabaseError
 from db.schema import ensure_current
 from tools.ports import free_port
 
+# Limits that hold on a loaded 2-core machine: a server starts in 5-15 s there and stops in 3-4 s; a
+# limit is only reached by a server that never starts or never stops.
+START_LIMIT_S = 120
+STOP_LIMIT_S = 30
+
 
 class FakePopen:
     """Records the command instead of starting Streamlit."""
@@ -125,7 +130,7 @@ def test_password_reaches_no_command_line_and_no_output(pg_target: str, tmp_path
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_LIMIT_S
         while not _listening(port):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.3)
@@ -141,7 +146,7 @@ def test_password_reaches_no_command_line_and_no_output(pg_target: str, tmp_path
             assert "***" in shown and "secret" not in shown
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(15)
+        proc.wait(STOP_LIMIT_S)
     said = log.read_text()
     assert "postgres:***@" in said and "secret" not in said
 
@@ -201,7 +206,7 @@ def test_a_signal_to_the_parent_alone_stops_the_server(
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_LIMIT_S
         while not _listening(port):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
@@ -209,12 +214,14 @@ def test_a_signal_to_the_parent_alone_stops_the_server(
         assert children, "farm dashboard started no process"
         os.kill(proc.pid, signum)  # the parent alone
         sent = time.monotonic()
-        assert proc.wait(5) == status, log.read_text()
+        # The server stops within launch.STOP_GRACE_S (3 s) and a moment; the limit is generous because a
+        # loaded 2-core machine (a full test run beside other work) took over 5 s to schedule it all.
+        assert proc.wait(STOP_LIMIT_S) == status, log.read_text()
         while _listening(port) or any(Path(f"/proc/{c}").exists() for c in children):
-            assert time.monotonic() - sent < 5, f"port {port} still held: {log.read_text()}"
+            assert time.monotonic() - sent < STOP_LIMIT_S, f"port {port} still held: {log.read_text()}"
             time.sleep(0.1)
     finally:
         # The whole session: a server orphaned by a failing parent is no longer its child.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(15)
+        proc.wait(STOP_LIMIT_S)

@@ -366,8 +366,8 @@ def test_splitk_eager_speedup_beside_the_kernel_time_one(fidelity_db: Path) -> N
     assert row.eager_speedup == pytest.approx(kit.FIDELITY_EAGER_SPEEDUP)
     assert "sk8" in row.split_eager_config and "sk1" in row.unsplit_eager_config
     # Energy per launch, power and J/TFLOP of the kernel-time winners (unsplit, split 4): 2 x 256 x 256 x
-    # 65536 FLOP = 0.00859 TFLOP, so 34 mJ is 3.958 J/TFLOP; split 4 drew 0.034 J in 0.05 ms = 680 W.
-    assert (row.unsplit_joules_per_launch, row.split_joules_per_launch) == ("60 mJ", "34 mJ")
+    # 65536 FLOP = 0.00859 TFLOP, so 0.034 J is 3.958 J/TFLOP; split 4 drew 0.034 J in 0.05 ms = 680 W.
+    assert (row.unsplit_joules_per_launch, row.split_joules_per_launch) == ("0.06 J", "0.034 J")
     assert (row.unsplit_avg_watts, row.split_avg_watts) == ("600 W", "680 W")
     assert row.split_joules_per_tflop == "3.958 J/TFLOP"
     [dot] = layer(scatter, "best split against best unsplit", "point").data.itertuples()
@@ -402,13 +402,14 @@ def test_explorer_shows_stream_host_regime_and_energy(fidelity_db: Path) -> None
     no_exception(at)
     table = at.dataframe[0].value
     split4 = table[(table.variant == "splitk") & (table.split_k == 4)].iloc[0]
-    assert (split4.stream_ms, split4.host_ms, split4.timing_regime) == (0.070, 0.080, "steady")
-    assert (split4.avg_watts, split4.joules_per_launch) == pytest.approx((680.0, 34.0))  # W, mJ
+    # Times in us like every table's (0.070 ms stream, 0.080 ms host), numbers to sort.
+    assert (split4.stream_us, split4.host_us, split4.timing_regime) == pytest.approx((70.0, 80.0, "steady"))
+    assert (split4.avg_watts, split4.joules_per_launch) == pytest.approx((680.0, 0.034))  # W, J
     legacy = table[table.timing_regime == "interleaved"]
-    assert len(legacy) == 2 and legacy.host_ms.isna().all() and legacy.joules_per_launch.isna().all()
+    assert len(legacy) == 2 and legacy.host_us.isna().all() and legacy.joules_per_launch.isna().all()
     assert any("mix timing regimes (steady 6, interleaved 2 rows)" in w for w in texts(at, "warning"))
     config = at.dataframe[0].proto.columns
-    assert "%.4g mJ" in config and "%.0f W" in config and "%.4g ms" in config
+    assert "%.3g J" in config and "%.0f W" in config and "%.1f us" in config and " ms" not in config
 
 
 # ---- interpreter-only and failed-sweep databases ----
@@ -455,7 +456,9 @@ def test_shape_page_lists_every_config_with_percent_of_peak(dbs: dict[str, Path]
         no_exception(at)
         best, every = (d.value for d in at.dataframe)
         assert best.variant.tolist() == ["cublas", "splitk"]  # cuBLAS 0.032 ms, split-K 0.040 ms
-        assert every.ms.is_monotonic_increasing and len(every) == 8  # 7 ok split-K rows + cuBLAS
+        assert every.us.is_monotonic_increasing and len(every) == 8  # 7 ok split-K rows + cuBLAS
+        # Times in us, numbers (to sort): cuBLAS's 0.032 ms kernel reads 32 us, its stream time beside it.
+        assert every.us.iloc[0] == pytest.approx(32.0) and every.stream_us.dtype.kind == "f"
         assert best.pct_peak.iloc[0] == pytest.approx(
             100 * 2 * math.prod(kit.SKINNY) / 0.032e-3 / 1e12 / 989.4
         )
@@ -481,6 +484,7 @@ def test_failed_sweep_gives_messages_not_tracebacks(dbs: dict[str, Path], page: 
         "accuracy": "No checked rows",
         "sweeps": "Sweep #1 'smoke': failed, 0 ok and 4 failed of 4 points.",
         "compare": "Comparing needs two runs",
+        "search": "--search model --budget 10%",
     }
     if page == "explorer":
         assert sorted(at.dataframe[0].value.status) == sorted(kit.FAILED_STATUSES)
