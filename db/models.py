@@ -69,6 +69,10 @@ class UTCDateTime(TypeDecorator[datetime]):
 # version). Every sweep's measurement of it is kept as a run of it (revision 0006): a `farm sweep --repeat`
 # measures every point again under its own sweep, and the views show the newest run (latest = 1).
 POINT = ("environment_id", "code_version", "variant", "dtype", "m", "n", "k", "config_key")
+# A config's columns, what config_key names (kernels.MatmulConfig's fields; db does not import kernels).
+CONFIG_COLUMNS = (
+    "block_m", "block_n", "block_k", "group_m", "split_k", "num_warps", "num_stages", "input_precision",
+)  # fmt: skip
 # The identity of a row: a point in one run. Writing it again in the same sweep updates its row (db.writes).
 POINT_KEY = (*POINT, "sweep_id")
 # Column order: equality filters first (environment <- gpu_name, status = 'ok', dtype), then what

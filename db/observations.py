@@ -13,29 +13,14 @@ from collections.abc import Sequence
 import pandas as pd
 from sqlalchemy import Connection, select
 
+from db.models import CONFIG_COLUMNS
 from db.queries import conditions, frame, view
 
 # Identity, config and the environment's limits: what a model needs to rebuild a point and its
 # derived numbers (farm.metrics), and the time to learn.
 OBSERVATION_COLUMNS: tuple[str, ...] = (
-    "gpu_name",
-    "sm_count",
-    "l2_bytes",
-    "dtype",
-    "m",
-    "n",
-    "k",
-    "variant",
-    "block_m",
-    "block_n",
-    "block_k",
-    "group_m",
-    "split_k",
-    "num_warps",
-    "num_stages",
-    "input_precision",
-    "ms",
-)
+    "gpu_name", "sm_count", "l2_bytes", "dtype", "m", "n", "k", "variant", *CONFIG_COLUMNS, "ms",
+)  # fmt: skip
 SWEEP_COLUMNS: tuple[str, ...] = (*OBSERVATION_COLUMNS, "config_key", "status")
 
 

@@ -34,17 +34,15 @@ from kernels.sizes import aligned_chunk
 
 # One column per built-in searched variant; a plugin's variant sets none of them.
 VARIANTS = tuple(name for name, builtin in BUILTINS.items() if not builtin.baseline)
+# The config's own numbers: what tells configs of one shape apart (with the variant).
+CONFIG_NUMERIC = (
+    "log_block_m", "log_block_n", "log_block_k", "log_group_m", "log_split_k", "num_warps", "num_stages",
+)  # fmt: skip
 NUMERIC = (
     "log_m",
     "log_n",
     "log_k",
-    "log_block_m",
-    "log_block_n",
-    "log_block_k",
-    "log_group_m",
-    "log_split_k",
-    "num_warps",
-    "num_stages",
+    *CONFIG_NUMERIC,
     "log_tiles",
     "tiles_per_sm",
     "waves",
@@ -57,16 +55,7 @@ NUMERIC = (
 )
 FEATURES = (*NUMERIC, *(f"variant_{v}" for v in VARIANTS))
 # The features that tell configs of one shape apart (the in-group correction's distance, model.py).
-CONFIG_FEATURES = (
-    "log_block_m",
-    "log_block_n",
-    "log_block_k",
-    "log_group_m",
-    "log_split_k",
-    "num_warps",
-    "num_stages",
-    *(f"variant_{v}" for v in VARIANTS),
-)
+CONFIG_FEATURES = (*CONFIG_NUMERIC, *(f"variant_{v}" for v in VARIANTS))
 
 
 def limits_of(sm_count: int, l2_bytes: int) -> DeviceLimits:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from db.models import CONFIG_COLUMNS
 from farm.plan import Point
 from kernels import MatmulConfig, get_variant
 
@@ -16,17 +17,6 @@ if TYPE_CHECKING:
 
 # pandas and the database modules load on first use: the driver's path imports this package, and a
 # dry run imports no pandas (tests/farm/test_driver_imports.py).
-
-CONFIG_COLUMNS = (
-    "block_m",
-    "block_n",
-    "block_k",
-    "group_m",
-    "split_k",
-    "num_warps",
-    "num_stages",
-    "input_precision",
-)
 
 
 @dataclass(eq=False)

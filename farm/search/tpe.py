@@ -11,6 +11,7 @@ The first trials are the best configs of the nearest measured shapes (observatio
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import warnings
 from collections.abc import Sequence
@@ -21,18 +22,10 @@ from optuna.trial import TrialState
 from farm.plan import Point
 from farm.search.group import Group, Ledger
 from farm.search.observations import Observations, nearest_best_points
+from kernels import MatmulConfig
 
-AXES = (
-    "block_m",
-    "block_n",
-    "block_k",
-    "group_m",
-    "split_k",
-    "num_warps",
-    "num_stages",
-    "input_precision",
-    "extras",
-)
+# Each a TPE parameter: every field of a config, the variant-specific extras as one.
+AXES = tuple(f.name for f in dataclasses.fields(MatmulConfig))
 # Sampled combinations tried per point asked before a random candidate left stands in. Every try is
 # a trial TPE samples from (its cost grows with the trials), and late in a search most tries land on
 # points already asked: 16 keeps draining a 300-point space to seconds.
