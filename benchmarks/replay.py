@@ -8,6 +8,14 @@ and 20% of each group's candidates, under the three protocols: shape_out and fam
 databases together; cross_study replaying each database trained on the other alone (both directions
 pooled into one row). CPU only; about five minutes on the 2-core VM, most of it fitting the model
 once per group and protocol.
+
+    python benchmarks/replay.py --db dashboard/demo/h100-study.db --train dashboard/demo/h200.db \
+        dashboard/demo/h200-llm.db --search random tpe model --budget 10% --seeds 3 \
+        --out docs/results/replay_h100_study.csv
+
+replays the H100 study (26 shapes, 7,836 configs) the same way; with --train, cross_study trains on
+those databases instead of the other --db: the setting of a first search on a new GPU whose database
+holds only another card's sweeps (`farm sweep --search model --train ...`).
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", nargs="+", default=["5%", "10%", "20%"])
     parser.add_argument("--search", nargs="+", default=list(STRATEGIES))
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument(
+        "--train", nargs="+", default=None, help="cross_study trains on these (default: the other --db)"
+    )
     parser.add_argument("--out", type=Path, default=Path("docs/results/replay.csv"))
     args = parser.parse_args(argv)
     budgets = [parse_budget(b) for b in args.budget]
@@ -45,10 +56,10 @@ def main(argv: list[str] | None = None) -> None:
         results += found
         for r in found:
             print(r, flush=True)
-    # cross_study: each database replayed, trained on the others alone; the directions pooled
+    # cross_study: each database replayed, trained on the others (or on --train) alone; directions pooled
     outcomes = []
     for db in args.db:
-        others = [d for d in args.db if d != db]
+        others = args.train or [d for d in args.db if d != db]
         replayed, replayed_rows = load_groups([db])
         _, found = replay(
             replayed,
