@@ -162,17 +162,9 @@ def run(args: argparse.Namespace, stop: StopSignals) -> int:
     from db.schema import check_before_writing
     from farm.gpu_wait import WaitTimeout
     from farm.options import SweepOptions
-    from farm.plan import (
-        DRY_RUN_MEMORY_BYTES,
-        estimate_gpu_seconds,
-        expand,
-        free_memory_bytes,
-        huge_refusal,
-        interpreter_refusal,
-        price,
-        priced_interpreter_refusal,
-    )
+    from farm.plan import DRY_RUN_MEMORY_BYTES, estimate_gpu_seconds, expand, interpreter_refusal
     from farm.plugins import load_plugin
+    from farm.price import free_memory_bytes, huge_refusal, price, priced_interpreter_refusal
     from farm.ray_connect import expected_backend
     from farm.spec import load_spec
 
@@ -196,7 +188,7 @@ def run(args: argparse.Namespace, stop: StopSignals) -> int:
     )
     spec = load_spec(preset=args.preset, path=args.spec)
     plugin_sources = [load_plugin(path) for path in args.plugin]
-    # The plan priced from its axes, not expanded (farm.plan.price): a 12.8M-point spec had planned
+    # The plan priced from its axes, not expanded (farm.price.price): a 12.8M-point spec had planned
     # for 140 s in 4.1 GB before anything was said. Checks the variants too.
     plan = price(spec, args.compile_threads)
     # The machine the sweep would run on, where it is known before Ray starts: a local Ray on a host
@@ -262,7 +254,7 @@ def run(args: argparse.Namespace, stop: StopSignals) -> int:
 
 
 # Up to this many points `--dry-run` lists the plan exactly (expand: the full preset's 243,552 points
-# in 3-4 s on the 2-core VM); above, it prints the price alone (farm.plan.price), in about a second.
+# in 3-4 s on the 2-core VM); above, it prints the price alone (farm.price.price), in about a second.
 DRY_RUN_EXPAND_MAX = 400_000
 
 

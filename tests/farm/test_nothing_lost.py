@@ -24,7 +24,8 @@ import farm.sink
 from db.records import Backend
 from farm.cluster import WorkerHandle
 from farm.options import SweepOptions
-from farm.plan import estimate_gpu_seconds, expand, price
+from farm.plan import estimate_gpu_seconds, expand
+from farm.price import price
 from farm.spec import load_spec, parse_spec
 from farm.worker import WorkerInfo
 
