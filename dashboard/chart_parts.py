@@ -114,8 +114,11 @@ def chart_title(text: str, note: str, which: str = "") -> alt.Title:
     )
 
 
-def reference_rule(channel: str, field: str, value: float, label: str, description: str) -> alt.LayerChart:
-    """A dashed reference line at field = value on one axis, with its label (no tooltip)."""
+def reference_rule(
+    channel: str, field: str, value: float, label: str, description: str, *, label_right: bool = False
+) -> alt.LayerChart:
+    """A dashed reference line at field = value on one axis, with its label (no tooltip). label_right: a
+    horizontal rule's label at the right end, where a second rule near it keeps its label at the left."""
     base = alt.Chart(pd.DataFrame({field: [value], "label": [label]}), description=description)
     at = {channel: alt.X(f"{field}:Q") if channel == "x" else alt.Y(f"{field}:Q")}
     rule = base.mark_rule(**RULE).encode(**at, tooltip=NO_TIP)
@@ -126,8 +129,9 @@ def reference_rule(channel: str, field: str, value: float, label: str, descripti
             **at, y=alt.value("height"), text="label:N", tooltip=NO_TIP
         )
     else:
-        text = base.mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#666").encode(
-            **at, x=alt.value(0), text="label:N", tooltip=NO_TIP
+        end = {"align": "right", "dx": -4} if label_right else {"align": "left", "dx": 4}
+        text = base.mark_text(baseline="bottom", dy=-2, color="#666", **end).encode(
+            **at, x=alt.value("width" if label_right else 0), text="label:N", tooltip=NO_TIP
         )
     return alt.layer(rule, text)
 
