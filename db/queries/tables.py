@@ -11,7 +11,7 @@ from db.errors import DatabaseError
 from db.models import Environment, Measurement, Sweep, SweepCount, VariantStats
 from db.queries.frames import frame, normalize, view_frame
 from db.queries.select import SHAPE_ORDER, Filter, Range, Shape, conditions, view
-from db.queries.winners import rank_winners
+from db.queries.winners import eager_winners, rank_winners
 from db.views import VIEW_COLUMNS
 
 # What "best" means (best_configs): the least kernel time (ms), or the least eager_ms, what an eager
@@ -78,7 +78,8 @@ def best_configs(
 
     "kernel": the least kernel time (ms), ties in WINNER_ORDER; the best_configs view, which the
     writer's summaries keep. "eager": the least eager_ms, what an eager caller waits for per call
-    (db.records.eager_ms), ties by ms, variant, config key, id; rows without one (no host time: stored
+    (db.records.eager_ms), where it is host-bound the rows within winners.HOST_TIE of it tie and the
+    least kernel time wins (db.queries.winners.eager_winners); rows without one (no host time: stored
     before revision 0002) are left out. It ranks the results view's ok rows of the filters (no summary
     keeps it), so a filter on GPU and dtype keeps it to their rows."""
     filters = dict(gpu_name=gpu_name, dtype=dtype, variant=variant, shape=shape)
@@ -89,20 +90,18 @@ def best_configs(
     if objective != "eager":
         raise DatabaseError(f"unknown objective {objective!r}; one of: {', '.join(OBJECTIVES)}")
     r = view("results")
-    eager_order = (r.c.eager_ms, r.c.ms, r.c.variant, r.c.config_key, r.c.id)
-    ranked = (
-        select(
-            r,
-            func.row_number()
-            .over(partition_by=[*(r.c[c] for c in SHAPE_ORDER), r.c.variant], order_by=eager_order)
-            .label("rn"),
-        )
+    ok = (
+        select(r)
         .where(*conditions(r, **filters, status="ok"), r.c.ms.is_not(None), r.c.eager_ms.is_not(None))
         .subquery()
     )
     cols = VIEW_COLUMNS["best_configs"]
-    stmt = select(*(ranked.c[c] for c in cols)).where(ranked.c.rn == 1)
-    stmt = stmt.order_by(*(ranked.c[c] for c in (*SHAPE_ORDER, "eager_ms", "ms", "variant", "config_key")))
+    per_variant = eager_winners(ok, (*SHAPE_ORDER, "variant"))
+    variant_best = select(*(per_variant.c[c.key] for c in ok.c)).where(per_variant.c.rn == 1).subquery()
+    per_shape = eager_winners(variant_best, SHAPE_ORDER)  # the shape's winner first, by the same rule
+    stmt = select(*(per_shape.c[c] for c in cols)).order_by(
+        *(per_shape.c[c] for c in SHAPE_ORDER), per_shape.c.rn
+    )
     df = frame(conn, stmt if limit is None else stmt.limit(limit))
     return frame(conn, select(view("best_configs")).limit(0)) if df.empty else df
 

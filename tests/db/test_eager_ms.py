@@ -87,3 +87,33 @@ def test_best_configs_ranks_by_the_objective(engine: Engine) -> None:
 def test_an_unknown_objective_is_an_error(engine: Engine) -> None:
     with engine.connect() as conn, pytest.raises(DatabaseError, match="unknown objective 'wall'"):
         queries.best_configs(conn, objective="wall")
+
+
+SHAPE = (96, 160, 48)
+
+
+def _eager_winners(engine: Engine, records) -> list[tuple[str, str]]:
+    store(engine, records)
+    with engine.connect() as conn:
+        best = queries.best_configs(conn, objective="eager")
+    return list(zip(best.variant, best.config_key))
+
+
+def test_host_bound_eager_times_within_the_tie_go_to_kernel_time(engine: Engine) -> None:
+    """At 2999x1501x1234 on an H100 the best configs' host times read 71.5-73.2 us, their kernels 39.8-50.0:
+    host-bound times within HOST_TIE (5%) of the least tie and the least kernel time wins, within one variant
+    and across variants; a time outside the tie still loses on eager time."""
+    least_eager = rec("grouped", SHAPE, group_m=1, ms=0.050, stream_ms=0.052, host_ms=0.0715)
+    faster_kernel = rec("grouped", SHAPE, group_m=8, ms=0.040, stream_ms=0.045, host_ms=0.0731)
+    outside_tie = rec("grouped", SHAPE, block=(64, 64, 32), ms=0.030, stream_ms=0.032, host_ms=0.080)
+    other_variant = rec("tiled", SHAPE, ms=0.045, stream_ms=0.047, host_ms=0.0720)
+    winners = _eager_winners(engine, [least_eager, faster_kernel, outside_tie, other_variant])
+    assert winners == [("grouped", faster_kernel.config_key), ("tiled", other_variant.config_key)]
+
+
+def test_a_gpu_bound_least_eager_time_ties_with_nothing(engine: Engine) -> None:
+    """Where the least eager time is the GPU's (stream_ms >= host_ms) it is measured, not host noise: it
+    wins though a host-bound row within 5% has the faster kernel."""
+    gpu_bound = rec("grouped", SHAPE, group_m=1, ms=0.070, stream_ms=0.0715, host_ms=0.060)
+    host_bound = rec("grouped", SHAPE, group_m=8, ms=0.040, stream_ms=0.045, host_ms=0.0731)
+    assert _eager_winners(engine, [gpu_bound, host_bound]) == [("grouped", gpu_bound.config_key)]
