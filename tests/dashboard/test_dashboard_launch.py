@@ -119,6 +119,21 @@ def _listening(port: int) -> set[str]:
     return found
 
 
+def _start(cmd: list[str], out) -> subprocess.Popen:
+    """A real `farm dashboard` in its own session, with SIGINT as a terminal's foreground process gets it:
+    a shell's background job (`make test &`) starts its children with SIGINT ignored, and a parent that
+    inherits that never sees a SIGINT (a fresh clone's full run under `nohup ... &` timed out at the stop;
+    so does one under `trap '' INT`)."""
+    return subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 @pytest.mark.postgres
 def test_password_reaches_no_command_line_and_no_output(pg_target: str, tmp_path: Path) -> None:
     """A real `farm dashboard` on a PostgreSQL URL with a password (the test server trusts any)."""
@@ -128,7 +143,7 @@ def test_password_reaches_no_command_line_and_no_output(pg_target: str, tmp_path
     port = free_port()
     cmd = [sys.executable, "-m", "cli", "dashboard", "--db", url, "--port", str(port), "--headless"]
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = _start(cmd, out)
     try:
         deadline = time.monotonic() + START_LIMIT_S
         while not _listening(port):
@@ -204,7 +219,7 @@ def test_a_signal_to_the_parent_alone_stops_the_server(
         "--headless",
     ]
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = _start(cmd, out)
     try:
         deadline = time.monotonic() + START_LIMIT_S
         while not _listening(port):
