@@ -85,9 +85,14 @@ def best_so_far(progress: pd.DataFrame, shape: pd.Series, note: str = "") -> alt
     # flatten the line that the page is about.
     shown = pd.concat([data.best_ms, pd.Series([v for v, _ in rules.values()], dtype="float64")]).dropna()
     lo, hi = (float(shown.min()), float(shown.max())) if len(shown) else (0.0, 1.0)
+    # In us where the chart is under a millisecond, as readable_time writes its labels (16 us, not 0.016).
+    unit, per_ms = ("us", 1e3) if hi < 1 else ("ms", 1.0)
+    data = data.assign(ms=data.ms * per_ms, best_ms=data.best_ms * per_ms)
+    rules = {name: (v * per_ms, label) for name, (v, label) in rules.items()}
+    lo, hi = lo * per_ms, hi * per_ms
     pad = max(hi - lo, hi * 0.02) * 0.08
     scale = alt.Scale(domain=[max(lo - pad, 0.0), hi + pad], nice=False, zero=False)
-    title = "kernel ms (line: best so far)"
+    title = f"kernel {unit} (line: best so far)"
     x = alt.X(
         "point:Q",
         title="points measured",
@@ -96,8 +101,8 @@ def best_so_far(progress: pd.DataFrame, shape: pd.Series, note: str = "") -> alt
     )
     tips = [
         "point:Q",
-        alt.Tooltip("best_ms:Q", format=".4g", title="best so far ms"),
-        alt.Tooltip("ms:Q", format=".4g", title="this point's ms"),
+        alt.Tooltip("best_ms:Q", format=".4g", title=f"best so far {unit}"),
+        alt.Tooltip("ms:Q", format=".4g", title=f"this point's {unit}"),
         "variant:N",
         "config_key:N",
         "status:N",
