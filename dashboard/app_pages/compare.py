@@ -54,12 +54,12 @@ if a == b:
     lead.markdown(f"**{conclusions.compare_itself(a)}**")
     st.warning("Run a and run b are the same run: pick two runs.", icon=":material/compare_arrows:")
     st.stop()
-widgets.conclude(lead, conclusions.compare, run_a=a, run_b=b)
+cmp = cache.query(queries.compare_runs, run_a=a, run_b=b)
+lead.markdown(f"**{conclusions.compare_sentence(cmp.summary)}**")
 if study_of[a] != study_of[b]:
     st.caption(
         f"Runs of two studies ({study_of[a]!r}, {study_of[b]!r}): only the points both measured compare."
     )
-cmp = cache.query(queries.compare_runs, run_a=a, run_b=b)
 points = frames.compare_points(cmp.points)
 if points.empty:
     st.info("These runs share no ok point (same GPU model, variant, dtype, shape and config).")
