@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
+import cli
+from cli import db as db_cli
 from db.engine import make_engine
 from db.schema import ensure_current
 
@@ -35,3 +38,24 @@ def engine(target: str) -> Iterator[Engine]:
 @pytest.fixture
 def sqlite_target(tmp_path: Path) -> str:
     return str(tmp_path / "results.db")
+
+
+@pytest.fixture
+def farm_main(monkeypatch: pytest.MonkeyPatch):
+    """cli.main (its error handling and exit codes) with only the database commands registered."""
+
+    def build_parser() -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(prog="farm")
+        sub = parser.add_subparsers(dest="command", required=True)
+        db_cli.register(sub, cli.add_db_argument)
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", build_parser)
+    return cli.main
+
+
+@pytest.fixture
+def out_dir(tmp_path: Path) -> Path:
+    """Where exports go: apart from the SQLite file and its -wal and -shm."""
+    (tmp_path / "out").mkdir()
+    return tmp_path / "out"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -13,34 +12,12 @@ import pytest
 from dbkit import A100, HEAD, INTERPRETER, NOT_A_DB, read_only, rec, store, tree
 from sqlalchemy import Engine, inspect
 
-import cli
 from cli import db as db_cli
 from db.schema import current
 from kernels.config import MatmulConfig
 from kernels.tuned import TunedConfigs
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def farm_main(monkeypatch: pytest.MonkeyPatch):
-    """cli.main (its error handling and exit codes) with only the database commands registered."""
-
-    def build_parser() -> argparse.ArgumentParser:
-        parser = argparse.ArgumentParser(prog="farm")
-        sub = parser.add_subparsers(dest="command", required=True)
-        db_cli.register(sub, cli.add_db_argument)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", build_parser)
-    return cli.main
-
-
-@pytest.fixture
-def out_dir(tmp_path: Path) -> Path:
-    """Where exports go: apart from the SQLite file and its -wal and -shm."""
-    (tmp_path / "out").mkdir()
-    return tmp_path / "out"
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from dbkit import rec, store
 from sqlalchemy import Engine
-from test_cli import farm_main, out_dir  # noqa: F401  (the CLI tests' fixtures)
 
 import cli.db as db_cli
 from kernels.tuned import TunedConfigs
@@ -24,7 +23,7 @@ def _two_objectives(engine: Engine):
     return fast_kernel, short_wait, library
 
 
-def test_best_says_which_objective_it_ranks_by(farm_main, engine: Engine, target: str, capsys) -> None:  # noqa: F811
+def test_best_says_which_objective_it_ranks_by(farm_main, engine: Engine, target: str, capsys) -> None:
     _two_objectives(engine)
     tables = {}
     for objective in ("kernel", "eager"):
@@ -38,10 +37,10 @@ def test_best_says_which_objective_it_ranks_by(farm_main, engine: Engine, target
 
 
 def test_export_best_carries_both_objectives_winners_and_both_times(
-    farm_main,  # noqa: F811
+    farm_main,
     engine: Engine,
     target: str,
-    out_dir: Path,  # noqa: F811
+    out_dir: Path,
 ) -> None:
     fast_kernel, short_wait, library = _two_objectives(engine)
     out = out_dir / "best.json"

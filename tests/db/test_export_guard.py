@@ -6,7 +6,6 @@ would refuse."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sqlite3
 from pathlib import Path
@@ -14,8 +13,6 @@ from pathlib import Path
 import pytest
 from dbkit import create, read_only, rec, store
 
-import cli
-from cli import db as db_cli
 from db.engine import make_engine, same_file
 from db.schema import head
 
@@ -24,20 +21,6 @@ COMMANDS = {
     "export-parquet": ["export", "results", "--format", "parquet"],
     "export-best": ["export-best"],
 }
-
-
-@pytest.fixture
-def farm_main(monkeypatch: pytest.MonkeyPatch):
-    """cli.main (its error handling and exit codes) with only the database commands registered."""
-
-    def build_parser() -> argparse.ArgumentParser:
-        parser = argparse.ArgumentParser(prog="farm")
-        sub = parser.add_subparsers(dest="command", required=True)
-        db_cli.register(sub, cli.add_db_argument)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", build_parser)
-    return cli.main
 
 
 @pytest.fixture

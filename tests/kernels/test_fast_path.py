@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 from kernelkit import StandInKernel
-from test_matmul_dropin import CASES, GPU, SMALL, _outcome, _pair, _t
+from test_matmul_dropin import CASES, GPU, SMALL, _outcome, _pair, _t, write_best
 
 import kernels.dispatch
 import kernels.grouped as grouped_module
@@ -23,16 +23,7 @@ from kernels.launching import COMPILE_ONLY, BoundCall, DirectCalls
 
 @pytest.fixture
 def dispatch(tmp_path):
-    entries = [
-        {"gpu_name": GPU, "dtype": dtype, "m": 32, "n": 32, "k": 32, "variant": "grouped", "ms": 0.01,
-         "config": SMALL.as_dict()}
-        for dtype in ("float32", "float16")
-    ]  # fmt: skip
-    path = tmp_path / "best.json"
-    path.write_text(
-        json.dumps({"format": "triton-matmul-farm/best-configs", "version": 1, "entries": entries})
-    )
-    return Dispatcher.load(path, gpu_name=GPU)
+    return Dispatcher.load(write_best(tmp_path), gpu_name=GPU)
 
 
 @pytest.fixture

@@ -23,6 +23,11 @@ SMALL = MatmulConfig(block_m=16, block_n=16, block_k=16, group_m=2, num_warps=4,
 
 @pytest.fixture
 def best(tmp_path):
+    return write_best(tmp_path)
+
+
+def write_best(tmp_path):
+    """A best-configs file serving `grouped` at SMALL for float32 and float16 (interpreter rows)."""
     entries = [
         {"gpu_name": GPU, "dtype": dtype, "m": 32, "n": 32, "k": 32, "variant": "grouped", "ms": 0.01,
          "config": SMALL.as_dict()}
