@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from farm.errors import UserError
-from farm.ray_connect import connect
+from farm.ray_connect import connect, shutdown
 from farm.worker import GpuWorker, WorkerInfo
 
 log = logging.getLogger("farm")
@@ -142,7 +142,7 @@ class Launched:
             stop_workers(self.ray, self.workers)
         finally:
             if self.started_ray:
-                self.ray.shutdown()
+                shutdown(self.ray)
 
 
 def launch(
@@ -176,7 +176,7 @@ def launch(
         )
     except BaseException:
         if started_ray:
-            ray.shutdown()
+            shutdown(ray)
         raise
     return Launched(ray, handles, started_ray)
 

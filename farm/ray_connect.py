@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,6 +144,20 @@ def connect(ray, address: str | None, workers: int | None, *, join_only: bool = 
     with _loopback_only(ray):
         ray.init(num_gpus=gpus or workers or 2, include_dashboard=False, **quiet)
     return True
+
+
+def shutdown(ray) -> None:
+    """ray.shutdown, then this process's SIGTERM handler put back where the kernel reads it. Ray's
+    C++ logger uninstalls its failure handlers on shutdown by setting SIGTERM to SIG_DFL, behind
+    Python's back: signal.getsignal still names the sweep's handler, yet a SIGTERM during the rest of
+    the clean-up (the sink's close, the summary) killed the command with status 143 and no word
+    (measured: Ray 2.60, a handler set before ray.init, os.kill after ray.shutdown)."""
+    try:
+        ray.shutdown()
+    finally:
+        handler = signal.getsignal(signal.SIGTERM)
+        if handler not in (None, signal.SIG_DFL) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handler)
 
 
 @contextlib.contextmanager

@@ -163,3 +163,36 @@ def test_a_local_ray_listens_on_loopback_only() -> None:
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["started"] and seen["host"] == "127.0.0.1" and seen["switch"] is None
     assert seen["binds"] and set(seen["binds"]) <= LOOPBACK, seen
+
+
+SIGTERM_AFTER_SHUTDOWN = """
+import os, signal, sys, time
+import ray, ray._private.utils
+from farm import ray_connect
+heard = []
+signal.signal(signal.SIGTERM, lambda signum, frame: heard.append(signum))
+ray._private.utils.set_sigterm_handler = lambda handler: None  # as the sweep's StopSignals keeps its own
+assert ray_connect.connect(ray, None, 2)
+ray_connect.shutdown(ray)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.5)  # a signal is handled at the next bytecode; the sleep lets a default action land first
+print(heard)
+"""
+
+
+def test_a_sigterm_after_ray_shutdown_reaches_the_handler() -> None:
+    """Ray's C++ logger sets SIGTERM to SIG_DFL when Ray shuts down while Python's table still names
+    the handler; without `ray_connect.shutdown` putting it back this process dies with -15 and prints
+    nothing (a sweep stopping its workers is then killed silently by a second SIGTERM)."""
+    with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_tmp:
+        env = subprocess_env() | {"RAY_TMPDIR": ray_tmp}
+        env.pop("RAY_ADDRESS", None)
+        out = subprocess.run(
+            [sys.executable, "-c", SIGTERM_AFTER_SHUTDOWN],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert out.stdout.strip().splitlines()[-1] == "[15]"
