@@ -10,7 +10,7 @@ from sqlalchemy.sql.expression import TableClause
 
 from db.queries.frames import frame, normalize, view_frame
 from db.queries.select import SHAPE_ORDER, Filter, Shape, conditions, view
-from db.queries.winners import eager_ms, winner_order
+from db.queries.winners import eager_winners, winner_order
 from db.splitk_rule import SIDES, side_sql
 from db.views import COLUMN_KINDS
 
@@ -130,29 +130,23 @@ def splitk_eager(
     """Per (gpu_name, dtype, m, n, k): splitk_best's comparison in eager time per call (eager_ms).
 
     The fastest unsplit row (split_k = 1, any variant but cuBLAS and stream-K) and the fastest split row
-    (split_k > 1) by eager time, each side's own best (the config an eager caller would pick): for each
+    (split_k > 1) by eager time, each side's own best (the config an eager caller would pick, host-bound
+    times within winners.HOST_TIE of the least tied and ranked by kernel time: eager_winners): for each
     of `unsplit_` and `split_`: eager_ms, eager_id, eager_variant, eager_config_key, eager_split_k,
     eager_stream_ms, eager_host_ms; eager_speedup = unsplit_eager_ms / split_eager_ms. Rows without
     host time are left out, so shapes measured before revision 0002 have no row.
     """
     r = view("results")
-    eager = eager_ms(r)  # the expression itself in OVER and WHERE: PostgreSQL sees no select-list alias there
     kind = side(r)
-    ranked = (
-        select(
-            *(r.c[c] for c in SHAPE_ORDER),
-            kind.label("kind"),
-            *(r.c[c] for c in _EAGER_COLUMNS if c != "eager_ms"),
-            eager.label("eager_ms"),
-            func.row_number()
-            .over(partition_by=[*(r.c[c] for c in SHAPE_ORDER), kind], order_by=(eager, *winner_order(r)))
-            .label("rn"),
-        )
+    rows = (
+        select(*(r.c[c] for c in SHAPE_ORDER), kind.label("kind"), r.c.ms, *(r.c[c] for c in _EAGER_COLUMNS))
         .where(*conditions(r, gpu_name=gpu_name, dtype=dtype, shape=shape, status="ok"))
-        .where(r.c.ms.is_not(None), kind.in_(SIDES), eager.is_not(None))
+        .where(r.c.ms.is_not(None), kind.in_(SIDES), r.c.eager_ms.is_not(None))
         .subquery()
     )
-    cols = [c for c in ranked.c if c.name != "rn"]
+    # each side's pick by best_configs(objective="eager")'s rule, the one the drop-in follows
+    ranked = eager_winners(rows, (*SHAPE_ORDER, "kind"))
+    cols = [c for c in ranked.c if c.name not in ("rn", "ms")]
     best = frame(conn, select(*cols).where(ranked.c.rn == 1))
     best["eager_ms"] = pd.to_numeric(best.eager_ms).astype("float64")
     sides = [best[best.kind == k].drop(columns="kind").rename(columns=_eager_names(k)) for k in SIDES]

@@ -117,3 +117,19 @@ def test_a_gpu_bound_least_eager_time_ties_with_nothing(engine: Engine) -> None:
     gpu_bound = rec("grouped", SHAPE, group_m=1, ms=0.070, stream_ms=0.0715, host_ms=0.060)
     host_bound = rec("grouped", SHAPE, group_m=8, ms=0.040, stream_ms=0.045, host_ms=0.0731)
     assert _eager_winners(engine, [gpu_bound, host_bound]) == [("grouped", gpu_bound.config_key)]
+
+
+def test_split_k_eager_sides_are_picked_by_the_same_tie(engine: Engine) -> None:
+    """splitk_eager names each side's pick by best_configs(objective="eager")'s rule: the split side's
+    host-bound times 2% apart tie and the faster kernel is the pick, so the eager speedup is the one a
+    caller following the drop-in's pick would see (0.080 / 0.0730), not the least eager time's."""
+    unsplit = rec("splitk", SHAPE, split_k=1, ms=0.070, stream_ms=0.072, host_ms=0.080)
+    least_eager = rec("splitk", SHAPE, split_k=2, ms=0.050, stream_ms=0.052, host_ms=0.0715)
+    faster_kernel = rec("splitk", SHAPE, split_k=4, ms=0.040, stream_ms=0.045, host_ms=0.0730)
+    store(engine, [unsplit, least_eager, faster_kernel])
+    with engine.connect() as conn:
+        row = queries.splitk_eager(conn).iloc[0]
+        eager_best = queries.best_configs(conn, objective="eager", variant="splitk")
+    assert (row.split_eager_split_k, row.unsplit_eager_split_k) == (4, 1)
+    assert eager_best.config_key.iloc[0] == faster_kernel.config_key
+    assert row.eager_speedup == pytest.approx(0.080 / 0.0730, rel=1e-9)
