@@ -155,3 +155,15 @@ def test_the_demo_is_small_current_and_packaged() -> None:
         ["git", "ls-files", "dashboard/demo"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
     assert "dashboard/demo/h200.db" in shipped
+
+
+def test_every_shipped_demo_is_in_rollback_journal_mode() -> None:
+    """A WAL database leaves -wal and -shm files beside it at every read, even a read-only one (the Search
+    page on h100-study.db did, in the repository's own folder) and cannot be read where that folder is
+    read-only: tools/demo_db.py compacts each into journal_mode=DELETE (byte 18 of SQLite's header: 1)."""
+    shipped = subprocess.run(
+        ["git", "ls-files", "dashboard/demo/*.db"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert len(shipped) >= 3
+    modes = {name: (REPO / name).read_bytes()[18] for name in shipped}
+    assert modes == dict.fromkeys(shipped, 1)
