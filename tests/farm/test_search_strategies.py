@@ -174,8 +174,10 @@ def test_model_without_observations_starts_from_the_roofline_heuristic():
     first = strategy.ask(1)[0]
     # a 64x64 tile reuses each loaded element least: the heuristic never starts there
     assert (first.config.block_m, first.config.block_n) != (64, 64)
-    asked = [first, *drain(strategy, 5)]
-    assert len(asked) == len(set(asked)) == len(candidates)
+    # its next rounds stay distinct (draining the whole space: test_every_strategy_asks_each_candidate_
+    # once_and_then_stops, on a small group; draining this one's refits took 14 s of the suite)
+    asked = [first, *strategy.ask(5), *strategy.ask(5)]
+    assert len(asked) == len(set(asked)) == 11
 
 
 @pytest.mark.parametrize(
