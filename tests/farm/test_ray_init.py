@@ -166,7 +166,7 @@ def test_a_local_ray_listens_on_loopback_only() -> None:
 
 
 SIGTERM_AFTER_SHUTDOWN = """
-import os, signal, sys, time
+import os, signal, time
 import ray, ray._private.utils
 from farm import ray_connect
 heard = []
