@@ -126,6 +126,19 @@ def test_visible_gpus(count: int, cuda_visible_devices: str | None, expected: in
     assert visible_gpus(count, cuda_visible_devices) == expected
 
 
+def _run_local_ray(probe: str) -> subprocess.CompletedProcess:
+    """`probe` in a fresh Python that starts a local Ray in a Ray temp dir of its own, so no head of
+    this node's is joined; short, for Ray's socket paths (107 bytes at most), which a pytest tmp_path
+    outgrows."""
+    with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_tmp:
+        env = subprocess_env() | {"RAY_TMPDIR": ray_tmp}
+        env.pop("RAY_ADDRESS", None)
+        env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        return subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300
+        )
+
+
 LOOPBACK_PROBE = """
 import json, os, ray
 from farm import ray_connect
@@ -150,15 +163,7 @@ def test_a_local_ray_listens_on_loopback_only() -> None:
     """The local Ray a sweep starts binds 127.0.0.1, not every interface (Ray's default on Linux: its
     GCS on `::`): the GCS address is loopback and its port is bound to 127.0.0.1 alone; the switch
     is put back once Ray is up."""
-    # a Ray temp dir of its own, so no head of this node's is joined; short, for Ray's socket paths
-    # (107 bytes at most), which a pytest tmp_path outgrows
-    with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_tmp:
-        env = subprocess_env() | {"RAY_TMPDIR": ray_tmp}
-        env.pop("RAY_ADDRESS", None)
-        env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-        out = subprocess.run(
-            [sys.executable, "-c", LOOPBACK_PROBE], env=env, capture_output=True, text=True, timeout=300
-        )
+    out = _run_local_ray(LOOPBACK_PROBE)
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["started"] and seen["host"] == "127.0.0.1" and seen["switch"] is None
@@ -184,15 +189,6 @@ def test_a_sigterm_after_ray_shutdown_reaches_the_handler() -> None:
     """Ray's C++ logger sets SIGTERM to SIG_DFL when Ray shuts down while Python's table still names
     the handler; without `ray_connect.shutdown` putting it back this process dies with -15 and prints
     nothing (a sweep stopping its workers is then killed silently by a second SIGTERM)."""
-    with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_tmp:
-        env = subprocess_env() | {"RAY_TMPDIR": ray_tmp}
-        env.pop("RAY_ADDRESS", None)
-        out = subprocess.run(
-            [sys.executable, "-c", SIGTERM_AFTER_SHUTDOWN],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+    out = _run_local_ray(SIGTERM_AFTER_SHUTDOWN)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert out.stdout.strip().splitlines()[-1] == "[15]"
