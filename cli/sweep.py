@@ -232,8 +232,13 @@ def run(args: argparse.Namespace, stop: StopSignals) -> int:
     # torch, open the GPU: 4.3 s on an H200 host) and the driver's set-up hides behind them.
     # A stop while Ray starts waits until it is up, then stops it whole: ray.init interrupted half-way
     # left its head's dashboard and runtime-env agents running for good (StopSignals).
-    with stop.deferred():
-        launched = options.launch(plugin_sources)
+    try:
+        with stop.deferred():
+            launched = options.launch(plugin_sources)
+    except Exception:
+        if stop.received:  # asked to stop while Ray failed to start: stopped, as asked (exit 130)
+            raise KeyboardInterrupt from None
+        raise
     if stop.received:
         launched.stop()
         raise KeyboardInterrupt
@@ -267,8 +272,9 @@ class StopSignals:
     processes left running for 1-2 minutes). SIGTERM raises as Ctrl-C does (its default killed the
     command with status 15 and no word during Ray's start-up). While Ray starts (`deferred`), a signal
     is noted and the sweep stops once Ray is up: ray.init interrupted half-way left the head's agents
-    running for good, and ray.init's own SIGTERM handler (sys.exit(15)) is kept out meanwhile. SIGKILL
-    stays the way to stop the command at once."""
+    running for good, and ray.init's own SIGTERM handler (sys.exit(15)) is kept out meanwhile; Ray's
+    shutdown holds a signal likewise (farm.ray_connect.shutdown). SIGKILL stays the way to stop the
+    command at once."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

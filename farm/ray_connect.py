@@ -125,7 +125,8 @@ def connect(ray, address: str | None, workers: int | None, *, join_only: bool = 
         if refused:
             raise UserError(f"cannot join the Ray cluster at {plan.address} ({plan.source}): {refused}")
         try:
-            ray.init(address=plan.address, **quiet)
+            with _driver_keeps_its_signals(ray):
+                ray.init(address=plan.address, **quiet)
         except ConnectionError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             # Ray 2.60's `ray start --head` turns token authentication on; a client without
@@ -141,23 +142,65 @@ def connect(ray, address: str | None, workers: int | None, *, join_only: bool = 
         log.info("joined the Ray cluster at %s (%s)", plan.address, plan.source)
         return False
     gpus = visible_gpus(nvml_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
-    with _loopback_only(ray):
-        ray.init(num_gpus=gpus or workers or 2, include_dashboard=False, **quiet)
+    try:
+        with _loopback_only(ray), _driver_keeps_its_signals(ray):
+            ray.init(num_gpus=gpus or workers or 2, include_dashboard=False, **quiet)
+    except Exception as exc:
+        # e.g. a raylet that dies as it starts: Ray waits 30 s for it, then raises a bare Exception
+        # ("The current node timed out during startup"), which printed as a 20-line traceback.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        logs = ray_address_file().parent / "session_latest" / "logs"
+        raise UserError(f"a local Ray did not start: {first} (Ray's logs: {logs})") from exc
     return True
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def shutdown(ray) -> None:
-    """ray.shutdown, then this process's SIGTERM handler put back where the kernel reads it. Ray's
-    C++ logger uninstalls its failure handlers on shutdown by setting SIGTERM to SIG_DFL, behind
-    Python's back: signal.getsignal still names the sweep's handler, yet a SIGTERM during the rest of
-    the clean-up (the sink's close, the summary) killed the command with status 143 and no word
-    (measured: Ray 2.60, a handler set before ray.init, os.kill after ray.shutdown)."""
-    try:
+    """ray.shutdown with Ctrl-C and SIGTERM held: a signal while Ray stops is acted on once it has
+    stopped (re-raised to this process's handler), not half-way. ray.shutdown interrupted between
+    its steps leaves Ray's processes to its exit hook or to nobody: the stop that ray.init gets
+    (`StopSignals.deferred` in cli/sweep.py), for the same reason."""
+    with _signals_held():
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM noted inside, each raised again once afterwards to the handler there was
+    before (the main thread alone sets handlers; elsewhere nothing is held)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in STOP_SIGNALS}
+    try:
+        yield
     finally:
-        handler = signal.getsignal(signal.SIGTERM)
-        if handler not in (None, signal.SIG_DFL) and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, handler)
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for sig in dict.fromkeys(noted):
+            signal.raise_signal(sig)
+
+
+@contextlib.contextmanager
+def _driver_keeps_its_signals(ray):
+    """ray.init without Ray's C++ failure-signal handler in this process (the driver; Ray's own
+    processes keep theirs). That handler chains to Python's, but Ray's shutdown uninstalls it by
+    setting SIGTERM to SIG_DFL behind Python's back: from then until the sweep's handler was set
+    again, a SIGTERM killed the command with status 143 and no word (measured with Ray 2.60: a
+    1.1 s window while ray.shutdown stops Ray's processes; two CI runs landed in it). Read once,
+    when ray.init makes the driver's core worker; put back after for Ray's other users."""
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    saved = getattr(constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None)
+    if saved is not None:
+        constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    try:
+        yield
+    finally:
+        if saved is not None:
+            constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = saved
 
 
 @contextlib.contextmanager

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from farmkit import REPO, farm_command, subprocess_env
 
+from farm import ray_connect
+from farm.errors import UserError
 from farm.ray_connect import RayInit, _host_port, local_head, plan_ray_init, reachable, visible_gpus
 
 
@@ -170,25 +172,64 @@ def test_a_local_ray_listens_on_loopback_only() -> None:
     assert seen["binds"] and set(seen["binds"]) <= LOOPBACK, seen
 
 
-SIGTERM_AFTER_SHUTDOWN = """
+SIGTERM_DURING_AND_AFTER_SHUTDOWN = """
 import os, signal, time
-import ray, ray._private.utils
+import ray, ray._private.utils, ray._private.worker
 from farm import ray_connect
 heard = []
 signal.signal(signal.SIGTERM, lambda signum, frame: heard.append(signum))
 ray._private.utils.set_sigterm_handler = lambda handler: None  # as the sweep's StopSignals keeps its own
 assert ray_connect.connect(ray, None, 2)
+node = ray._private.worker._global_node
+stop_processes = node.kill_all_processes
+during = []
+def signalled_stop(*args, **kwargs):
+    # ray.shutdown's last step: the driver's core worker is shut down (Ray's C++ logger had set SIGTERM
+    # to SIG_DFL there) and Ray's processes are being stopped
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.5)  # a signal is handled at the next bytecode; the sleep lets a default action land first
+    stop_processes(*args, **kwargs)
+    during.append(len(heard))
+node.kill_all_processes = signalled_stop
 ray_connect.shutdown(ray)
+print(during, heard)
 os.kill(os.getpid(), signal.SIGTERM)
-time.sleep(0.5)  # a signal is handled at the next bytecode; the sleep lets a default action land first
+time.sleep(0.5)
 print(heard)
 """
 
 
-def test_a_sigterm_after_ray_shutdown_reaches_the_handler() -> None:
-    """Ray's C++ logger sets SIGTERM to SIG_DFL when Ray shuts down while Python's table still names
-    the handler; without `ray_connect.shutdown` putting it back this process dies with -15 and prints
-    nothing (a sweep stopping its workers is then killed silently by a second SIGTERM)."""
-    out = _run_local_ray(SIGTERM_AFTER_SHUTDOWN)
+def test_a_sigterm_during_or_after_ray_shutdown_reaches_the_handler_once_ray_is_down() -> None:
+    """Ray's shutdown had set SIGTERM to SIG_DFL (its C++ logger uninstalling its failure handlers)
+    while Python's table still named the handler: a SIGTERM while Ray stopped its processes (1.1 s
+    here), or after, killed the sweep with -15 and no word. Now the driver runs without those C++
+    handlers, and `ray_connect.shutdown` holds the signal until Ray is down: the handler hears it
+    then, once, and a later one as well."""
+    out = _run_local_ray(SIGTERM_DURING_AND_AFTER_SHUTDOWN)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
-    assert out.stdout.strip().splitlines()[-1] == "[15]"
+    assert out.stdout.strip().splitlines()[-2:] == ["[0] [15]", "[15, 15]"]
+
+
+class _RayThatDoesNotStart:
+    """ray.init as Ray 2.60 fails when its raylet dies as it starts (30 s later, a bare Exception)."""
+
+    def is_initialized(self):
+        return False
+
+    def init(self, **kwargs):
+        raise Exception(
+            "The current node timed out during startup. This could happen because some of the raylet "
+            "failed to startup or the GCS has become overloaded."
+        )
+
+
+def test_a_local_ray_that_does_not_start_is_one_line_naming_its_logs(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no head recorded there: a local Ray is started
+    with pytest.raises(UserError) as raised:
+        ray_connect.connect(_RayThatDoesNotStart(), None, 2)
+    assert str(raised.value) == (
+        "a local Ray did not start: The current node timed out during startup. This could happen because "
+        "some of the raylet failed to startup or the GCS has become overloaded. "
+        f"(Ray's logs: {tmp_path}/ray/session_latest/logs)"
+    )
