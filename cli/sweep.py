@@ -22,6 +22,7 @@ from collections import Counter
 
 from db.engine import display_target, mask_passwords
 from farm.errors import UserError, WriteFailed
+from farm.ray_connect import STOP_SIGNALS
 
 STATUS_ORDER = ("ok", "wrong", "compile_error", "launch_error", "crashed", "timeout", "too_large")
 MEASURED = ("ok", "wrong")  # a wrong result is a finding: the point was measured
@@ -276,7 +277,7 @@ class StopSignals:
     shutdown holds a signal likewise (farm.ray_connect.shutdown). SIGKILL stays the way to stop the
     command at once."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = STOP_SIGNALS  # the ones farm.ray_connect.shutdown holds
 
     def __init__(self) -> None:
         self.received = 0

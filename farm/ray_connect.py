@@ -128,7 +128,7 @@ def connect(ray, address: str | None, workers: int | None, *, join_only: bool = 
             with _driver_keeps_its_signals(ray):
                 ray.init(address=plan.address, **quiet)
         except ConnectionError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = _first_line(exc)
             # Ray 2.60's `ray start --head` turns token authentication on; a client without
             # RAY_AUTH_MODE=token is refused ("InvalidAuthToken") and sees only "Failed to connect".
             hint = (
@@ -148,10 +148,16 @@ def connect(ray, address: str | None, workers: int | None, *, join_only: bool = 
     except Exception as exc:
         # e.g. a raylet that dies as it starts: Ray waits 30 s for it, then raises a bare Exception
         # ("The current node timed out during startup"), which printed as a 20-line traceback.
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = _first_line(exc)
         logs = ray_address_file().parent / "session_latest" / "logs"
         raise UserError(f"a local Ray did not start: {first} (Ray's logs: {logs})") from exc
     return True
+
+
+def _first_line(exc: BaseException) -> str:
+    """What an error from ray.init says first (Ray's run to 20 lines), or its type when it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -184,7 +190,6 @@ def _signals_held():
             signal.raise_signal(sig)
 
 
-@contextlib.contextmanager
 def _driver_keeps_its_signals(ray):
     """ray.init without Ray's C++ failure-signal handler in this process (the driver; Ray's own
     processes keep theirs). That handler chains to Python's, but Ray's shutdown uninstalls it by
@@ -192,15 +197,22 @@ def _driver_keeps_its_signals(ray):
     again, a SIGTERM killed the command with status 143 and no word (measured with Ray 2.60: a
     1.1 s window while ray.shutdown stops Ray's processes; two CI runs landed in it). Read once,
     when ray.init makes the driver's core worker; put back after for Ray's other users."""
+    return _ray_constant(ray, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", True)
+
+
+@contextlib.contextmanager
+def _ray_constant(ray, name: str, value):
+    """ray._private.ray_constants.<name> set to `value` inside, put back after (nothing where this
+    Ray has no such constant)."""
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
-    saved = getattr(constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None)
+    saved = getattr(constants, name, None)
     if saved is not None:
-        constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+        setattr(constants, name, value)
     try:
         yield
     finally:
         if saved is not None:
-            constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = saved
+            setattr(constants, name, saved)
 
 
 @contextlib.contextmanager
@@ -210,20 +222,15 @@ def _loopback_only(ray):
     switch from the environment they start with; this process reads it where Ray imported it, so
     both are set for the start, and put back after, for a later join of a real cluster."""
     saved_env = os.environ.get(SINGLE_MACHINE_ENV)
-    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
-    saved = getattr(constants, "ENABLE_RAY_CLUSTER", None)
     os.environ[SINGLE_MACHINE_ENV] = "0"
-    if saved is not None:
-        constants.ENABLE_RAY_CLUSTER = False
     try:
-        yield
+        with _ray_constant(ray, "ENABLE_RAY_CLUSTER", False):
+            yield
     finally:
         if saved_env is None:
             os.environ.pop(SINGLE_MACHINE_ENV, None)
         else:
             os.environ[SINGLE_MACHINE_ENV] = saved_env
-        if saved is not None:
-            constants.ENABLE_RAY_CLUSTER = saved
 
 
 def expected_backend(address: str | None, backend: str) -> str | None:
