@@ -195,7 +195,7 @@ def _driver_keeps_its_signals(ray):
     processes keep theirs). That handler chains to Python's, but Ray's shutdown uninstalls it by
     setting SIGTERM to SIG_DFL behind Python's back: from then until the sweep's handler was set
     again, a SIGTERM killed the command with status 143 and no word (measured with Ray 2.60: a
-    1.1 s window while ray.shutdown stops Ray's processes; two CI runs landed in it). Read once,
+    1.1 s window while ray.shutdown stops Ray's processes). Read once,
     when ray.init makes the driver's core worker; put back after for Ray's other users."""
     return _ray_constant(ray, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", True)
 
