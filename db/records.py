@@ -24,6 +24,11 @@ class Status(StrEnum):
     CRASHED = "crashed"  # the worker process died (after one retry)
     TIMEOUT = "timeout"  # ran past its deadline; the worker was killed
     TOO_LARGE = "too_large"  # its operands and output cannot fit in the target's memory: not run
+    # its time broke physics twice (db.physics: under the roofline, or far outside its stream time):
+    # the times are kept for inspection, never read as times
+    IMPLAUSIBLE = "implausible"
+    # the instrument failed (the profiler, CUPTI, NVML), twice: not the kernel's fault
+    INSTRUMENT_ERROR = "instrument_error"
 
 
 # The most a point's average power may exceed its enforced limit before its energy counts as
