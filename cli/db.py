@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from db import queries, schema
+from db import check, queries, schema
 from db.engine import display_target, make_engine
 from db.errors import DatabaseError
 from db.export import atomic_output, check_output, export_format, reading, write_csv, write_parquet
@@ -52,7 +52,7 @@ OBJECTIVE_HEADERS = {
 def register(
     subparsers: argparse._SubParsersAction, add_db_argument: Callable[[argparse.ArgumentParser], None]
 ) -> None:
-    """Add `db upgrade|downgrade|current|merge`, `summary`, `best`, `export`, `export-best`."""
+    """Add `db upgrade|downgrade|current|check|merge`, `summary`, `best`, `export`, `export-best`."""
 
     def command(parent, name: str, handler: Callable[[argparse.Namespace], int], help: str):
         p = parent.add_parser(name, help=help, description=help)
@@ -79,6 +79,19 @@ def register(
         "--delete-data", action="store_true", help="allow a downgrade that drops stored measurements"
     )
     command(actions, "current", cmd_current, "print the database's schema revision and the code's")
+    p = command(
+        actions,
+        "check",
+        cmd_check,
+        "list the ok rows whose time physics forbids or whose columns disagree (exit 1 if any); read-only, "
+        "at any schema revision",
+    )
+    p.add_argument(
+        "--mark",
+        action="store_true",
+        help="store those rows as `implausible` (their times kept, never read as times), upgrading the "
+        "database to this code's revision first",
+    )
     p = actions.add_parser(
         "merge",
         help="bring the sweeps and measurements of other databases into one (idempotent; every run kept)",
@@ -217,6 +230,49 @@ def cmd_current(args: argparse.Namespace) -> int:
         target = shown(args)
         print(f"{target}: revision {rev}; this code expects {expected} (`farm db upgrade --db {target}`)")
     return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """`farm db check`: the failing rows as a table and a verdict; exit 1 while any is stored ok."""
+    report = check.read(args.db)
+    where = f"{shown(args)} (revision {report.revision})"
+    if not report.findings:
+        print(f"{where}: all {report.n_ok:,} ok rows pass the physics and consistency checks")
+        return 0
+    print(check_table(report.findings))
+    said = f"{where}: {len(report.findings):,} of {report.n_ok:,} ok rows are impossible or inconsistent"
+    if not args.mark:
+        print(f"{said}; `farm db check --db {shown(args)} --mark` stores them as implausible")
+        return 1
+    before, after, marked = check.mark_target(args.db)
+    upgraded = f", upgraded from {before} to {after}" if before != after else ""
+    left = check.read(args.db).findings
+    print(f"{said}: marked {marked:,} implausible{upgraded}; {len(left):,} left")
+    return 1 if left else 0
+
+
+def check_table(findings: list[check.Finding]) -> str:
+    """One line per failing row: where it is, its times in us (numbers right-aligned), and why."""
+    header = ("id", "sweep", "variant", "shape", "config", "us", "stream_us", "reason")
+    rows = [
+        (
+            str(f.id),
+            "-" if f.sweep_id is None else str(f.sweep_id),
+            *(f.variant, f.shape, f.config_key, _us(f.ms), _us(f.stream_ms), f.reason),
+        )
+        for f in findings
+    ]
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    numbers = {"id", "sweep", "us", "stream_us"}
+    lines = []
+    for r in (header, *rows):
+        cells = (c.rjust(w) if name in numbers else c.ljust(w) for name, c, w in zip(header, r, widths))
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _us(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms * 1e3:.4g}"
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

@@ -11,6 +11,8 @@ INTERPRETER_NOTE = (
 NOT_GPU = "CPU times, not GPU timings"
 INTERPRETER_LABEL = f"interpreter: {NOT_GPU}"  # the `timing` column of interpreter rows
 GPU_LABEL = "GPU"
+# The `timing` column of rows stored `implausible` (db.physics): their times are kept for inspection only.
+IMPLAUSIBLE_LABEL = "implausible: not a time (error says why)"
 # Where a point has no energy reading (NVML measures only on a GPU, and a short block may not tick).
 NO_ENERGY = "no energy reading"
 

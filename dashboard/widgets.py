@@ -13,6 +13,7 @@ from dashboard import frames, target
 from dashboard.cache import query, shown_target
 from dashboard.texts import (
     GPU_LABEL,
+    IMPLAUSIBLE_LABEL,
     INTERPRETER_LABEL,
     INTERPRETER_NOTE,
     NO_ENERGY,
@@ -22,6 +23,7 @@ from dashboard.texts import (
     regime_words,
 )
 from db import queries
+from db.records import Status
 
 
 def demo_banner() -> None:
@@ -107,10 +109,14 @@ def sweep_alert(sweep: Mapping[str, Any], *, prefix: str = "Sweep", quiet_if_fin
 
 
 def label_timings(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy with a first `timing` column that marks the rows whose times are interpreter CPU times."""
+    """A copy with a first `timing` column that marks the rows whose times are interpreter CPU times, and
+    those stored `implausible`, whose times physics forbids (kept for inspection, never a time)."""
     out = df.copy()
     interp = set(interpreter_gpus())
-    out.insert(0, "timing", [INTERPRETER_LABEL if g in interp else GPU_LABEL for g in out.gpu_name])
+    labels = [INTERPRETER_LABEL if g in interp else GPU_LABEL for g in out.gpu_name]
+    if "status" in out:
+        labels = [IMPLAUSIBLE_LABEL if s == Status.IMPLAUSIBLE else t for s, t in zip(out.status, labels)]
+    out.insert(0, "timing", labels)
     return out
 
 

@@ -25,7 +25,8 @@ def stored_times(
     shapes: Iterable[tuple[int, int, int]],
 ) -> dict[tuple, float | None]:
     """Per point key (db.records.point_key) stored for these environments and code versions: the
-    kernel ms of its newest `ok` row, None where no run of it ended ok (failed, wrong, too_large)."""
+    kernel ms of its newest `ok` row, None where no run of it ended ok (failed, wrong, too_large,
+    implausible: a time physics forbids is no time)."""
     ids = sorted({int(i) for i in environment_ids})
     wanted = sorted({tuple(int(x) for x in s) for s in shapes})
     versions = sorted({str(v) for v in code_versions})
