@@ -19,6 +19,8 @@ metered span (`CudaClock.metered`) a block is one round of the span: the energy 
 the span's two ends instead, and the clock sampled once while the block runs and once after it.
 A point's energy window (`CudaClock.energy_window`) is blocks of one launcher, back to back for
 farm.energy.ENERGY_WINDOW_S, under one poller: its energy, no timing samples.
+Every call into torch.profiler here, and NVML's state reads (farm.gpu), raise farm.errors.InstrumentError
+where they fail (farm.instrument), so that the worker never blames the kernels for the instrument.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import torch
 from farm.cupti import LAUNCH_LABEL, activities, kernel_ms_per_launch
 from farm.energy import EnergyPoller, span_joules
 from farm.gpu import GpuState
+from farm.instrument import PROFILER, Around, calling
 from farm.quiet_host import QuietHost
 
 Launch = Callable[[], torch.Tensor]
@@ -186,10 +189,21 @@ class CudaClock:
 
         self._pending, self._labels = [], 0
         try:
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                self._profiler = prof
-                yield
-            kernel = kernel_ms_per_launch(activities(prof), self._labels)
+            # The profiler's start, stop and results are the instrument's (farm.instrument); the blocks
+            # inside are the kernels'. Their last errors surface at a sync before the stop, as theirs.
+            with calling(PROFILER):
+                session = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            try:
+                with Around(PROFILER, session) as prof:
+                    self._profiler = prof
+                    yield
+                    torch.cuda.synchronize(self.device)
+            except BaseException:
+                _reset_profiler()
+                raise
+            with calling(PROFILER):
+                events = activities(prof)
+            kernel = kernel_ms_per_launch(events, self._labels)
             for block, base in self._pending:
                 for j in range(len(block.kernel_ms)):
                     # a launch the profiler lost keeps its stream time (never silently zero)
@@ -211,11 +225,13 @@ class CudaClock:
         # CPU, CUDA and XPU together: torch 2.x logs a warning on every toggle of any other set
         activities = [a for a in ("CPU", "CUDA", "XPU") if hasattr(torch.profiler.ProfilerActivity, a)]
         activities = [getattr(torch.profiler.ProfilerActivity, a) for a in activities]
-        toggle(False, activities)
+        with calling(PROFILER):
+            toggle(False, activities)
         try:
             yield 1.0
         finally:
-            toggle(True, activities)
+            with calling(PROFILER):
+                toggle(True, activities)
 
     @contextlib.contextmanager
     def metered(self):
@@ -358,7 +374,7 @@ class CudaClock:
             start.record()
             h0 = time.perf_counter()
             if label_base is not None:
-                with record_function(f"{LAUNCH_LABEL}{label_base + i}"):
+                with Around(PROFILER, record_function(f"{LAUNCH_LABEL}{label_base + i}")):
                     launch()
             else:
                 launch()
@@ -389,6 +405,15 @@ class CudaClock:
                 time.sleep(POLL_S)
         torch.cuda.synchronize(self.device)
         return clocks, state
+
+
+def _reset_profiler() -> None:
+    """Leave no profiler running after one failed to start or stop, so that the worker's next session
+    (its one retry of the batch) can start: Kineto disables the profiler before it processes what it
+    collected, but a failure before that would leave it on. Best effort: the retry says if it failed."""
+    with contextlib.suppress(Exception):
+        if torch._C._autograd._profiler_enabled():
+            torch._C._autograd._disable_profiler()
 
 
 class HostClock:

@@ -17,6 +17,7 @@ import torch
 import triton
 
 from db.records import Backend, EnvironmentInfo
+from farm.instrument import NVML, calling
 from farm.metrics import NOMINAL_GPU, DeviceLimits
 
 # Dense bf16 tensor-core peaks from the vendors' datasheets (TFLOP/s), for the roofline only.
@@ -133,11 +134,12 @@ class Gpu:
             getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
             or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
         )
-        return GpuState(
-            pynvml.nvmlDeviceGetClockInfo(self._nvml, pynvml.NVML_CLOCK_SM),
-            pynvml.nvmlDeviceGetTemperature(self._nvml, pynvml.NVML_TEMPERATURE_GPU),
-            reasons(self._nvml),
-        )
+        with calling(NVML, pynvml.NVMLError):  # read around every block: a failure is the instrument's
+            return GpuState(
+                pynvml.nvmlDeviceGetClockInfo(self._nvml, pynvml.NVML_CLOCK_SM),
+                pynvml.nvmlDeviceGetTemperature(self._nvml, pynvml.NVML_TEMPERATURE_GPU),
+                reasons(self._nvml),
+            )
 
     def energy_mj(self) -> int | None:
         """NVML's total-energy counter since the driver loaded, in mJ (Volta and later), or None."""
@@ -166,7 +168,15 @@ class Gpu:
             return None
         import pynvml
 
-        return pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM)
+        with calling(NVML, pynvml.NVMLError):
+            return pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM)
+
+    def peaks(self) -> tuple[float, float]:
+        """The roofline's peaks (db.physics): dense bf16 TFLOP/s from the datasheet and DRAM GB/s from
+        NVML; 0 where unknown, and on the CPU (the interpreter's times are CPU times)."""
+        if self.backend != Backend.CUDA:
+            return 0.0, 0.0
+        return _datasheet_tflops(self.name), self._peak_gbps()
 
     def _peak_gbps(self) -> float:
         if self._nvml is None:

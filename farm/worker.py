@@ -26,6 +26,11 @@ from farm.errors import UserError
 from farm.host_folders import private_folder
 
 ERROR_CHARS = 2000
+# How often a batch is timed while the instrument fails (farm.instrument) before its points are stored
+# `instrument_error`: the profiler's failure on a fresh H100 (Kineto's internal assert, 95 of 359
+# points) did not come back when the same command ran again, so a second try is worth its time; one
+# that fails again stores them (--retry-failed measures them later) rather than hold the GPU.
+INSTRUMENT_TRIES = 2
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,16 @@ class _Slot:
     resources: object = None
     check: object = None
     record_fields: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """What every time_points request of one batch shares: its policy, seed, early cut and device."""
+
+    policy: object  # farm.timing.policy.TimingPolicy
+    seed: int
+    cut_ms: float | None
+    device: object  # torch.device
 
 
 def failure_status(exc: BaseException) -> str:
@@ -124,6 +139,9 @@ class GpuWorker:
         install_sources(plugins)
         self.backend = backend
         self.gpu = Gpu(backend)
+        # The roofline's peaks every timing is checked against (db.physics); None under the
+        # interpreter, whose times are CPU times.
+        self.peaks: tuple[float, float] | None = self.gpu.peaks() if backend == Backend.CUDA else None
         self.compile_threads = compile_threads
         self.pool = concurrent.futures.ThreadPoolExecutor(compile_threads, thread_name_prefix="compile")
         self.gpu_lock = threading.Lock()
@@ -157,9 +175,7 @@ class GpuWorker:
         import torch
 
         from farm import measure
-        from farm.timing import estimate_seconds, time_points
         from farm.timing.policy import TimingPolicy
-        from farm.timing.request import TimingRequest
         from kernels import DTYPES, get_variant, reference_matmul
 
         if not isinstance(policy, TimingPolicy):
@@ -214,32 +230,93 @@ class GpuWorker:
                 ready.append(index)
             if not ready:
                 return
-            timed = [slots[i] for i in ready]
-            estimate = sum(estimate_seconds(policy, s.check.host_s) for s in timed)
-            yield Progress("timing", estimate_s=estimate, indices=tuple(ready))
-            if device.type == "cuda" and self._clock_is_low(self.gpu.state()):
-                measure.warm_up(device, 0.3)
+            timing = _Timing(policy, seed, batch.cut_ms, device)
+            yield from self._time(timing, [slots[i] for i in ready], ready)
+
+    # -- timing, the instrument's faults and physics -------------------------------------------
+
+    def _time(self, timing: _Timing, slots: list, indices: list[int]):
+        """Time `slots` (the batch's points `indices`) and yield their records. A point whose time
+        physics forbids (db.physics) is timed again once, with the others that failed: ok if its
+        second time passes, else stored `implausible` with both times' reasons and its second
+        timing kept for inspection (never read as a time)."""
+        from db.physics import implausibility
+
+        timings = yield from self._timings(timing, slots, indices)
+        if timings is None:
+            return
+        peaks = self.peaks
+
+        def reason(slot, t) -> str:
+            p = slot.point
+            return "" if peaks is None else implausibility(p.m, p.n, p.k, p.dtype, t.ms, t.stream_ms, *peaks)
+
+        first = [reason(slot, t) for slot, t in zip(slots, timings)]
+        again = [j for j, why in enumerate(first) if why]
+        for j, (slot, t) in enumerate(zip(slots, timings)):
+            if not first[j]:
+                yield self._record(slot, Status.OK, timing=t)
+        if not again:
+            return
+        retimed = yield from self._timings(timing, [slots[j] for j in again], [indices[j] for j in again])
+        if retimed is None:
+            return
+        for j, t in zip(again, retimed):
+            why = reason(slots[j], t)
+            if not why:
+                yield self._record(slots[j], Status.OK, timing=t)
+                continue
+            error = f"{why}; timed again after: {first[j]}"
+            yield self._record(slots[j], Status.IMPLAUSIBLE, error=error[:ERROR_CHARS], timing=t)
+
+    def _timings(self, timing: _Timing, slots: list, indices: list[int]):
+        """One time_points request over `slots`, yielding its Progress; returns their timings, or None
+        where it yielded their final records instead (or the worker's poisoned context).
+
+        An exception while timing: a lost CUDA context poisons the worker (the driver restarts it and
+        blames the points timed); the instrument's (farm.instrument: the profiler, CUPTI, NVML) times
+        the points again once, then stores them `instrument_error`; any other is the launchers',
+        `launch_error` (farm.compile.failure_status)."""
+        from farm import measure
+        from farm.instrument import instrument_fault
+        from farm.timing import estimate_seconds, time_points
+        from farm.timing.request import TimingRequest
+
+        estimate = sum(estimate_seconds(timing.policy, s.check.host_s) for s in slots)
+        faults = []
+        while True:
+            yield Progress("timing", estimate_s=estimate, indices=tuple(indices))
             try:
-                timings = time_points(
+                if timing.device.type == "cuda" and self._clock_is_low(self.gpu.state()):
+                    measure.warm_up(timing.device, 0.3)
+                return time_points(
                     TimingRequest(
-                        [s.launch for s in timed],
-                        [s.check.host_s for s in timed],
-                        self._clock(device),
-                        policy,
-                        random.Random(seed),
-                        batch.cut_ms,
+                        [s.launch for s in slots],
+                        [s.check.host_s for s in slots],
+                        self._clock(timing.device),
+                        timing.policy,
+                        random.Random(timing.seed),
+                        timing.cut_ms,
                     )
                 )
-            except Exception as exc:  # a kernel that passed its check failed while timed
+            except Exception as exc:  # a point that passed its check failed while timed, or the instrument
                 if not self._context_ok():
                     self.poisoned = True
-                    yield Progress("poisoned", indices=tuple(ready))
-                    return
-                for slot in timed:
-                    yield self._record(slot, failure_status(exc), error=_error_text(exc))
-                return
-            for slot, timing in zip(timed, timings):
-                yield self._record(slot, Status.OK, timing=timing)
+                    yield Progress("poisoned", indices=tuple(indices))
+                    return None
+                fault = instrument_fault(exc)
+                if fault is None:
+                    for slot in slots:
+                        yield self._record(slot, failure_status(exc), error=_error_text(exc))
+                    return None
+                faults.append(fault)
+                if len(faults) == INSTRUMENT_TRIES:
+                    # the instrument's own words first: the line the summary and the failed list show
+                    said = f"the instrument failed on each of {len(faults)} tries; not the kernel's fault"
+                    error = f"{str(fault)[: ERROR_CHARS - len(said) - 1]}\n{said}"
+                    for slot in slots:
+                        yield self._record(slot, Status.INSTRUMENT_ERROR, error=error)
+                    return None
 
     # -- steps ---------------------------------------------------------------------------------
 
