@@ -20,11 +20,21 @@ import sys
 import threading
 from collections import Counter
 
-from db.engine import display_target, mask_passwords
+from db.engine import display_target, mask_passwords, sqlite_file
 from farm.errors import UserError, WriteFailed
 from farm.ray_connect import STOP_SIGNALS
 
-STATUS_ORDER = ("ok", "wrong", "compile_error", "launch_error", "crashed", "timeout", "too_large")
+STATUS_ORDER = (
+    "ok",
+    "wrong",
+    "compile_error",
+    "launch_error",
+    "crashed",
+    "timeout",
+    "too_large",
+    "implausible",
+    "instrument_error",
+)
 MEASURED = ("ok", "wrong")  # a wrong result is a finding: the point was measured
 
 # `farm sweep`'s exit statuses: the one table the command, its --help and the closing summary read.
@@ -34,7 +44,8 @@ EXIT_STATUSES = {
     EXIT_BAD_INPUT: "bad input (spec, option, plugin, database, cluster, a plan the machine cannot run); "
     "nothing was measured",
     EXIT_UNMEASURED: "some points could not be measured: compile_error, launch_error, crashed, timeout, "
-    "too_large, no worker left to run them, or a write to the database failed (a full disk)",
+    "too_large, implausible, instrument_error, no worker left to run them, or a write to the database "
+    "failed (a full disk)",
     EXIT_NO_GPUS: "gave up waiting for GPUs other jobs hold (--wait-s; EX_TEMPFAIL: try again later)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): every finished point is saved; run it again to resume",
 }
@@ -97,8 +108,8 @@ def add_arguments(p: argparse.ArgumentParser, add_db_argument) -> None:
     p.add_argument(
         "--retry-failed",
         action="store_true",
-        help="measure again points stored as crashed, timeout, compile_error or launch_error "
-        "(too_large points are decided again by every sweep)",
+        help="measure again points stored as crashed, timeout, compile_error, launch_error, implausible or "
+        "instrument_error (too_large points are decided again by every sweep)",
     )
     p.add_argument(
         "--repeat",
@@ -228,6 +239,7 @@ def run(args: argparse.Namespace, stop: StopSignals) -> int:
     # revision fails in well under a second here, not after Ray and the workers have started (5.6-6.5 s
     # on the 2-core VM; 6-20 s on an H200 host: docs/design.md, "Start-up").
     check_before_writing(args.db)
+    check_training_databases(args.train)
     # Ray and the workers first, before the driver imports its database modules (1.5-1.9 s on the
     # 2-core VM: SQLAlchemy's ORM, pandas, Alembic): the workers take longer to come up (import
     # torch, open the GPU: 4.3 s on an H200 host) and the driver's set-up hides behind them.
@@ -257,6 +269,26 @@ def run(args: argparse.Namespace, stop: StopSignals) -> int:
     code = exit_status(result)
     print_summary(result, display_target(args.db), code)
     return code
+
+
+def check_training_databases(targets) -> None:
+    """Each --train database, before Ray starts: it is read, never written or created, so it must exist,
+    be a farm results database and stand at a revision this code reads (DatabaseError: one line, exit
+    2). Found by the model strategy only after Ray and the workers had started, seconds later."""
+    from db.errors import DatabaseError
+    from db.schema import open_engine
+
+    for target in targets:
+        path = sqlite_file(target)
+        if path is not None and not path.exists():
+            raise DatabaseError(
+                f"--train {display_target(target)}: no such database (--train reads a results database; "
+                "it creates none)"
+            )
+        try:
+            open_engine(target, readonly=True).dispose()
+        except DatabaseError as exc:
+            raise DatabaseError(f"--train: {exc}") from None
 
 
 # Up to this many points `--dry-run` lists the plan exactly (expand: the full preset's 243,552 points
@@ -448,6 +480,8 @@ def print_summary(result, db: str, code: int | None = None) -> None:
                 )
             if len(rows) > 15:
                 print(f"    ... {len(rows) - 15} more: farm export results --out failed.csv")
+    for line in unmeasured_lines(result.failures):
+        print("  " + line)
     for f in result.faults:
         back = f"back after {f.recovery_s:.1f} s" if f.recovery_s is not None else "not back"
         print(f"  fault: worker {f.worker} {f.kind} on {f.point or 'a batch'}; {back}")
@@ -455,3 +489,19 @@ def print_summary(result, db: str, code: int | None = None) -> None:
         print("  interrupted: every finished point is saved; run the same command again to resume")
     print(f"exit status {code}: {EXIT_STATUSES[code]}")
     print(f"next: farm best --db {db}    |    farm dashboard --db {db}")
+
+
+def unmeasured_lines(failures) -> list[str]:
+    """What the summary says in words of points no kernel is to blame for: the instrument failed
+    (farm.instrument), or physics forbade their time twice (db.physics). Both are measured again by
+    --retry-failed."""
+    lines = []
+    for status, said in (
+        ("instrument_error", "the instrument failed (profiler/CUPTI/NVML), not the kernels"),
+        ("implausible", "times physics forbids, twice (db.physics); stored implausible"),
+    ):
+        rows = [r for r in failures if r.status == status]
+        if rows:
+            first = rows[0].error.splitlines()[0][:200] if rows[0].error else ""
+            lines.append(f"{len(rows)} points: {said}: {first}; --retry-failed measures them again")
+    return lines
