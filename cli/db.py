@@ -355,11 +355,12 @@ def best_entries(df: pd.DataFrame, *, include_interpreter: bool) -> list[TunedEn
 
 def cmd_export_best(args: argparse.Namespace) -> int:
     """Each variant's best row per shape by kernel time and, where another, by eager time: the dispatcher
-    ranks them by either objective (kernels.dispatch), so it needs both rows."""
+    ranks them by either objective (kernels.dispatch), so it needs both rows. One row per variant and
+    objective, from each config's newest ok run (db.queries.export_best)."""
     check_output(args.out, [args.db])  # never onto a database: refused before it is opened
     with reading(args.db) as conn:
         bests = [
-            queries.best_configs(conn, gpu_name=args.gpu, dtype=args.dtype, objective=objective)
+            queries.export_best(conn, gpu_name=args.gpu, dtype=args.dtype, objective=objective)
             for objective in queries.OBJECTIVES
         ]
     df = pd.concat([b for b in bests if not b.empty] or bests[:1]).drop_duplicates("id")

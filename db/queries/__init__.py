@@ -9,7 +9,7 @@ One job a module, every public name also here:
 - select: a view by name and the filters; frames: rows as typed DataFrames (db.fetch reads the cursor);
 - winners: the tie rule every best row follows;
 - tables: the views' rows as the tables and commands list them (results, best configs, vs cuBLAS,
-  accuracy, sweeps, environments);
+  accuracy, sweeps, environments) and what `farm export-best` writes (export_best);
 - splitk and grouping: the split-K and grouping analyses (db.splitk_rule holds the split-K baseline);
 - fidelity: eager time, trusted energy, timing regimes;
 - runs: two runs of a study compared; counts: the CLI's summary and the filter options;
@@ -46,7 +46,16 @@ from db.queries.runs import (
 )
 from db.queries.select import SHAPE_ORDER, Filter, Range, Shape, conditions, view
 from db.queries.splitk import SPLITK_KINDS, splitk_best, splitk_curve, splitk_eager, splitk_speedup
-from db.queries.tables import OBJECTIVES, accuracy, best_configs, environments, results, sweeps, vs_cublas
+from db.queries.tables import (
+    OBJECTIVES,
+    accuracy,
+    best_configs,
+    environments,
+    export_best,
+    results,
+    sweeps,
+    vs_cublas,
+)
 from db.queries.winners import WINNER_ORDER, eager_ms, eager_of, rank_winners, winner_order
 from db.splitk_rule import SIDES, STREAM_K
 
@@ -75,6 +84,7 @@ __all__ = [
     "eager_ms",
     "eager_of",
     "environments",
+    "export_best",
     "fetch",
     "filter_options",
     "frame",

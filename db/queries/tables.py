@@ -11,7 +11,7 @@ from db.errors import DatabaseError
 from db.models import Environment, Measurement, Sweep, SweepCount, VariantStats
 from db.queries.frames import frame, normalize, view_frame
 from db.queries.select import SHAPE_ORDER, Filter, Range, Shape, conditions, view
-from db.queries.winners import eager_winners, rank_winners
+from db.queries.winners import eager_winners, rank_winners, winner_order
 from db.views import VIEW_COLUMNS
 
 # What "best" means (best_configs): the least kernel time (ms), or the least eager_ms, what an eager
@@ -104,6 +104,51 @@ def best_configs(
     )
     df = frame(conn, stmt if limit is None else stmt.limit(limit))
     return frame(conn, select(view("best_configs")).limit(0)) if df.empty else df
+
+
+# A config measured in several runs (points that differ only by environment or code version: each has
+# its own newest run, latest = 1) is read from its newest ok row: the newest measurement, then the higher
+# id, as db.merge picks a point's newest run.
+CONFIG_RUNS = (*SHAPE_ORDER, "variant", "config_key")
+
+
+def export_best(
+    conn: Connection, *, gpu_name: Filter = None, dtype: Filter = None, objective: str = "kernel"
+) -> pd.DataFrame:
+    """What `farm export-best` writes for `objective`: exactly one row per (gpu_name, dtype, m, n, k,
+    variant), the best under best_configs' rule over each config's newest ok run (`CONFIG_RUNS`), in
+    best_configs' columns, by shape and then kernel time.
+
+    best_configs ranks every point's newest run, and a point holds its environment and code version: a
+    study and its rerun under new code are two points of each config, both latest. In
+    dashboard/demo/h100-study.db (an exhaustive study, its resume, a search run under new code) 12 of
+    its 26 shapes had two cuBLAS rows that way, the kernel objective taking the old run's and the eager
+    one the new run's, and the export carried both. Here a config's older runs drop out, so a slower
+    newer run displaces a faster older one, as the views do for one point; configs that only an older
+    run measured (a resume measures the points no run holds yet) still compete."""
+    if objective not in OBJECTIVES:
+        raise DatabaseError(f"unknown objective {objective!r}; one of: {', '.join(OBJECTIVES)}")
+    r = view("results")
+    ok = select(r).where(*conditions(r, gpu_name=gpu_name, dtype=dtype, status="ok"), r.c.ms.is_not(None))
+    ok = ok.subquery()
+    newest_first = func.row_number().over(
+        partition_by=[ok.c[c] for c in CONFIG_RUNS], order_by=[ok.c.created_at.desc(), ok.c.id.desc()]
+    )
+    runs = select(ok, newest_first.label("run_rn")).subquery()
+    newest = select(*(runs.c[c.key] for c in ok.c)).where(runs.c.run_rn == 1)
+    key = (*SHAPE_ORDER, "variant")
+    if objective == "eager":
+        ranked = eager_winners(newest.where(runs.c.eager_ms.is_not(None)).subquery(), key)
+    else:
+        rows = newest.subquery()
+        rank = func.row_number().over(partition_by=[rows.c[c] for c in key], order_by=winner_order(rows))
+        ranked = select(rows, rank.label("rn")).subquery()
+    cols = VIEW_COLUMNS["best_configs"]
+    stmt = select(*(ranked.c[c] for c in cols)).where(ranked.c.rn == 1)
+    df = frame(conn, stmt)
+    if df.empty:
+        return frame(conn, select(view("best_configs")).limit(0))
+    return rank_winners(df, by=SHAPE_ORDER)
 
 
 def vs_cublas(
