@@ -157,15 +157,19 @@ def _measurements(
             row["updated_at"] = now
             rows.append(row)
         held = _held(write, rows)
-        stmt = dialect_insert(write, m).values(rows)
+        stmt = dialect_insert(write, m)
         newer = stmt.excluded.created_at > m.c.created_at
         stmt = stmt.on_conflict_do_update(
             index_elements=list(POINT_KEY),
             set_={c: stmt.excluded[c] for c in cols if c not in POINT_KEY},
             where=newer,
         )
-        # RETURNING lists the rows inserted or updated (rowcount is -1 from psycopg here).
-        written = len(write.execute(stmt.returning(m.c.id)).all())
+        # RETURNING lists the rows inserted or updated (rowcount is -1 from psycopg here). The rows go as
+        # parameters of one statement, which SQLAlchemy compiles once and sends in batches
+        # ("insertmanyvalues"): `.values(rows)` compiled a statement of each chunk's 500 rows of bound
+        # parameters anew, and merging dashboard/demo's three databases (10,656 rows) took 11.3 s of
+        # CPU, now 2.1.
+        written = len(write.execute(stmt.returning(m.c.id), rows).all())
         added = len(rows) - held
         summary.measurements_added += added
         summary.measurements_replaced += written - added
