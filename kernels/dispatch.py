@@ -30,6 +30,20 @@ the launcher's host time included where the file has it (`serving_order`, `Candi
 under the kernel objective the estimated kernel times alone rank and decide. Where cuBLAS (`cublas`)
 was fastest, torch.matmul runs. A GPU the file does not know, or no file at all, runs torch.matmul
 after a one-time warning.
+
+Any file a valid export writes is taken without raising (tests/kernels/test_shipped_exports.py decides
+a grid of shapes from each shipped database's export):
+- Entries of several GPUs: only the entries whose gpu_name is the running GPU's (or the `gpu_name`
+  given) decide; a name that matches none runs torch.matmul, as a GPU missing from the file does.
+- Library entries (`cublas`, `LIBRARY_CONFIG`: block sizes 0) are never Triton candidates: no tile
+  arithmetic is done on them (`tile_variant`). Several at one shape (float32's two cuBLAS configs,
+  ieee and tf32, each objective's best; a file joined from two exports; an export written before it
+  kept one run per config) are each a rival: a Triton candidate serves only if it beats every one of
+  them (`beats_library`).
+- A shape holding only library entries decides for the library (nothing else was measured to run
+  there), as does one with a library entry whose Triton entries are all illegal for the problem.
+- Entries of variants this program does not know (a plugin's, not loaded) and library-space variants
+  other than `cublas` are passed over: a shape left with no entry decides nothing, the next one does.
 """
 
 from __future__ import annotations
@@ -48,7 +62,7 @@ from kernels import op
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
 from kernels.launching import bound_launch
 from kernels.persistent_tma import TmaUnsupported
-from kernels.registry import UnknownVariantError, get_variant
+from kernels.registry import UnknownVariantError, Variant, get_variant
 from kernels.schedule import multiprocessor_count
 from kernels.sizes import cdiv
 from kernels.space import Problem, dtype_name, effective_group_m, unaligned_rows
@@ -204,6 +218,20 @@ def wave_matched_split(cfg: MatmulConfig, tuned: tuple[int, int, int], p: Proble
     return cfg.replace(split_k=max(1, programs // (cdiv(p.m, cfg.block_m) * cdiv(p.n, cfg.block_n))))
 
 
+def tile_variant(entry: TunedEntry) -> Variant | None:
+    """The registered variant that serves `entry` as a Triton candidate, or None where no tile arithmetic
+    applies: the library's entries (`cublas`, LIBRARY_CONFIG: block sizes 0, which `rounds_ratio`
+    divides by), a library-space variant of a plugin, and variants this program does not know (a
+    plugin's, not loaded here)."""
+    if entry.variant == LIBRARY or entry.config.is_library:
+        return None
+    try:
+        variant = get_variant(entry.variant)
+    except UnknownVariantError:
+        return None
+    return None if variant.space.base.is_library else variant
+
+
 @dataclass(frozen=True)
 class Choice:
     variant: str
@@ -298,21 +326,20 @@ class Dispatcher:
             ),
         )
         for shape in order:
-            library = next((e for e in shapes[shape] if e.variant == LIBRARY), None)
+            entries = shapes[shape]
+            libraries = [e for e in entries if e.variant == LIBRARY]
             candidates = [
-                self._candidate(e, shape, problem, programs) for e in shapes[shape] if e is not library
+                self._candidate(e, shape, problem, programs) for e in entries if tile_variant(e) is not None
             ]
             for candidate in serving_order(candidates, objective):
-                try:
-                    variant = get_variant(candidate.entry.variant)
-                except UnknownVariantError:  # a plugin's variant, not loaded in this program
+                if tile_variant(candidate.entry).space.prune(candidate.config, problem) is not None:
                     continue
-                if variant.space.prune(candidate.config, problem) is not None:
-                    continue
-                if beats_library(candidate, library, objective):
+                # Every library entry of the shape is a rival (see the module's docstring for where
+                # several come from): the candidate must beat each.
+                if all(beats_library(candidate, library, objective) for library in libraries):
                     return Choice(candidate.entry.variant, candidate.config, shape)
                 return Choice(LIBRARY, LIBRARY_CONFIG, shape)
-            if library is not None:
+            if libraries:  # the library alone measured here, or no candidate legal for the problem
                 return Choice(LIBRARY, LIBRARY_CONFIG, shape)
         return Choice(LIBRARY, LIBRARY_CONFIG, None)
 

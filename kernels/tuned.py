@@ -4,7 +4,11 @@
     variant, cfg = tuned.lookup(4096, 4096, 4096, torch.bfloat16, gpu_name="NVIDIA H200")
     c = get_variant(variant).launch(a, b, cfg)
 
-A shape not in the file takes the entry nearest in log space (ratios of m, n and k).
+A shape not in the file takes the entry nearest in log space (ratios of m, n and k). A file may hold
+several GPUs' entries (pass `gpu_name`, or every GPU's compete), a library entry (`cublas`, whose
+config is LIBRARY_CONFIG: `get_variant("cublas").launch` is torch.matmul) and entries of variants this
+program does not know (a plugin's): `lookup` passes those over unless `variant` names one, so what it
+returns launches. kernels.dispatch decides per problem from the same file.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import torch
 
 from kernels.config import MatmulConfig
+from kernels.registry import variant_names
 from kernels.space import DTYPES, dtype_name
 
 # The file's identity. VERSION changes only when the layout does: v1 files must keep loading.
@@ -123,16 +128,18 @@ class TunedConfigs:
         gpu_name: str | None = None,
         variant: str | None = None,
     ) -> tuple[str, MatmulConfig]:
-        """(variant, config) of the fastest entry for the nearest shape, optionally for one GPU/variant."""
+        """(variant, config) of the fastest entry for the nearest shape, optionally for one GPU/variant;
+        without `variant`, of the variants registered in this program (LookupError where none is)."""
         name = dtype if isinstance(dtype, str) else dtype_name(dtype)
         if name not in DTYPES:
             raise ValueError(f"unsupported dtype {name}")
+        known = set(variant_names())
         pool = [
             e
             for e in self.entries
             if e.dtype == name
             and (gpu_name is None or e.gpu_name == gpu_name)
-            and (variant is None or e.variant == variant)
+            and (e.variant == variant if variant is not None else e.variant in known)
         ]
         if not pool:
             raise LookupError(f"no tuned entry for dtype={name} gpu={gpu_name} variant={variant}")
