@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, or_, select, tuple_, update
+from sqlalchemy import Engine, delete, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from db.models import CLAIM_KEY, POINT, Claim, Sweep, SweepStatus
@@ -42,6 +42,11 @@ HEARTBEAT_EVERY_S = 5.0
 # or a slow flush of a large batch does not expire its claims, while a second sweep started right after
 # a kill -9 waits at most a minute before it measures the dead sweep's points.
 STALE_AFTER_S = 60.0
+
+# Sweeps this process ended without the write that says so (a full disk), per database: dead at once to
+# this process's later sweeps (a library caller's retry), as a killed driver's sweep is to the next
+# process on its host (_gone_here), instead of holding their claims until STALE_AFTER_S has passed.
+_DEAD_HERE: set[tuple[str, int]] = set()
 
 # A point within one environment: (code_version, variant, dtype, m, n, k, config_key), as
 # db.records.point_key and farm.plan.Point.key make it.
@@ -92,6 +97,12 @@ def reap(session: Session, now: datetime | None = None) -> list[int]:
     return dead
 
 
+def dead_here(engine: Engine, sweep_id: int) -> None:
+    """This process's sweep has ended, though its row could not say so: `reap` and `claim` treat it as a
+    sweep whose driver is gone."""
+    _DEAD_HERE.add((str(engine.url), int(sweep_id)))
+
+
 def _interrupted(session: Session, sweep_ids: list[int], now: datetime) -> None:
     if sweep_ids:
         session.execute(
@@ -103,11 +114,16 @@ def _interrupted(session: Session, sweep_ids: list[int], now: datetime) -> None:
 
 def _gone_here(session: Session) -> list[int]:
     """Running sweeps of this host whose driver process no longer exists (a pid reused by another process
-    counts as alive: its heartbeat then decides)."""
+    counts as alive: its heartbeat then decides), and this process's own that ended unmarked (dead_here)."""
     here = select(Sweep.id, Sweep.pid).where(
         Sweep.status == SweepStatus.RUNNING, Sweep.host == socket.gethostname(), Sweep.pid.is_not(None)
     )
-    return [sweep_id for sweep_id, pid in session.execute(here) if pid != os.getpid() and not _alive(pid)]
+    url = str(session.get_bind().url)
+    return [
+        sweep_id
+        for sweep_id, pid in session.execute(here)
+        if (url, sweep_id) in _DEAD_HERE or (pid != os.getpid() and not _alive(pid))
+    ]
 
 
 def _alive(pid: int) -> bool:

@@ -16,10 +16,11 @@ import signal
 import time
 from dataclasses import dataclass
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from db.engine import make_engine
+from db.engine import make_engine, sqlite_file
+from db.errors import DatabaseError
 from db.records import CUT_FACTOR, Backend, MeasurementRecord, Status
 from db.resume import stored_times
 from db.schema import ensure_current
@@ -52,7 +53,7 @@ from farm.plan import (
 )
 from farm.plugins import load_plugin
 from farm.search import load_observations, parse_budget
-from farm.sink import FLUSH_EVERY_S, ResultSink, write_failed
+from farm.sink import FLUSH_EVERY_S, WRITE_ERRORS, ResultSink, full_disk, write_failed
 from farm.source import GridSource, PointSource, SearchSource
 from farm.spec import GridSpec, spec_as_dict
 from farm.worker import Progress
@@ -112,11 +113,11 @@ class Driver:
             self.plan = Plan(DEFAULT_SMEM_LIMIT, expand(self.spec)[0])
             # Ray first: an unreachable cluster is an error before the database file is created.
             launched = self.options.launch(plugin_sources)
+        self.engine = None
         try:
             # The workers import torch and open their GPUs while the database opens and migrates.
             self.workers = launched.workers
-            self.engine = make_engine(self.options.db)
-            ensure_current(self.engine, create=True)
+            self.engine = self._open_database()
             # The plan for an H100/H200's shared memory, made while the workers start (the full
             # preset's 124k points: 1.8 s); _run plans again for workers with less or more.
             if self.plan is None:
@@ -125,6 +126,28 @@ class Driver:
             return self._run(launched.ray)
         finally:
             launched.stop()
+            if self.engine is not None:
+                # Its pooled connection kept the file open after the sweep: a library caller's every
+                # sweep left a descriptor behind, and a full tmpfs could not be unmounted.
+                self.engine.dispose()
+
+    def _open_database(self) -> Engine:
+        """The engine, the database created or at head. A full disk while it is created (SQLite's WAL
+        switch, the -shm file, the migrations' pages) is the sweep's one-line WriteFailed (exit 3: the
+        same command runs once there is room), not a damaged database or a traceback; other problems
+        stay DatabaseError (exit 2)."""
+        engine = None
+        try:
+            engine = make_engine(self.options.db)
+            ensure_current(engine, create=True)
+            return engine
+        except (DatabaseError, *WRITE_ERRORS) as exc:
+            if engine is not None:
+                engine.dispose()
+            file = sqlite_file(self.options.db)
+            if not full_disk(exc, file.parent if file else None):
+                raise
+            raise write_failed(self.options.db, exc, 0, "nothing was stored") from None
 
     def _run(self, ray) -> SweepResult:
         o = self.options
@@ -133,8 +156,8 @@ class Driver:
                 for w in self.workers:
                     w.env_id = environment_id(session, w.info.environment)
                 session.commit()
-        except OperationalError as exc:  # a full disk, a read-only file: one line, nothing started yet
-            raise write_failed(self.engine, exc, len(self.plan.points)) from None
+        except WRITE_ERRORS as exc:  # a full disk, a read-only file: one line, nothing started yet
+            raise write_failed(self.engine, exc, len(self.plan.points), "nothing was stored") from None
         smem = min(w.info.smem_limit for w in self.workers)
         points = self.plan.points if self.plan.smem_limit == smem else expand(self.spec, smem_limit=smem)[0]
         self._check_backend(points)

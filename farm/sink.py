@@ -10,22 +10,29 @@ the sweep's heartbeat, by which a second sweep into the same database tells this
 Each flush also writes the sweep's counts (n_ok, n_failed), so that a running sweep reads "105 ok of
 277" on the dashboard, not 0 until it ends.
 
-A write that fails (a full disk: SQLite's "database or disk is full", an I/O error, a read-only file)
-ends the sweep with one line (`WriteFailed`, exit status 3), not a traceback: the buffered records are
-dropped (a rerun measures them), and the sweep is marked `interrupted` and its claims released where
-the database still takes so small a write (else the next sweep does both: db.claims.reap).
+Every write goes through one place (`_write`: the sweep's row, each claim, each flush's measurements,
+summaries and heartbeat, the sweep's end). A write that fails (a full disk: SQLite's "database or disk
+is full", an I/O error, a read-only file) ends the sweep with one line (`WriteFailed`, exit status 3),
+not a traceback, whichever write the disk fills at: the buffered records are dropped (a rerun measures
+them), and the sweep is marked `interrupted` and its claims released in one small transaction. On a
+full disk that transaction usually fits where the failed one did not (the WAL space the failed commit
+had taken is written again); where it fails too, the line says so and the row reads `running` until the
+next sweep into the database marks it (db.claims.reap: at once on this host, its driver being gone;
+elsewhere once its heartbeat is STALE_AFTER_S old), and its claims lapse with it.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import shutil
 import sqlite3
 import sys
 import time
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import Engine, update
 from sqlalchemy.exc import OperationalError
@@ -33,7 +40,7 @@ from sqlalchemy.orm import Session
 from tqdm import tqdm
 
 from db import claims
-from db.engine import describe
+from db.engine import describe, display_target, sqlite_file
 from db.models import Sweep, SweepStatus
 from db.records import MeasurementRecord, Status
 from db.writes import finish_sweep, start_sweep, upsert_measurements
@@ -49,13 +56,19 @@ WRITE_MARGIN_BYTES = 4 * 2**20
 # What a failed write looks like: SQLite's own errors come wrapped by SQLAlchemy, or bare where a
 # caller used the driver directly; OSError for a file the driver could not create.
 WRITE_ERRORS = (OperationalError, sqlite3.OperationalError, OSError)
+# A full disk in each one's words: SQLite's SQLITE_FULL (its extended codes keep 13 in the low byte),
+# PostgreSQL's SQLSTATE 53100 (disk_full), the OS's ENOSPC and EDQUOT (a quota).
+_SQLITE_FULL, _SQLITE_IOERR, _PG_DISK_FULL = sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, "53100"
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # At most one progress line this often about points other sweeps hold (each claim round could say so).
 HELD_NOTE_EVERY_S = 10.0
+T = TypeVar("T")
 
 
 class ResultSink:
     def __init__(self, engine: Engine, sweep_id: int, *, total: int, name: str, progress: bool, run: int = 0):
         self.engine, self.sweep_id, self.run = engine, sweep_id, run
+        self.total = total  # the points this sweep measures: the plan's, less those other sweeps took
         self.buffer: list[tuple[int, MeasurementRecord]] = []
         self.counts: collections.Counter = collections.Counter()
         self.failures: list[MeasurementRecord] = []
@@ -68,6 +81,7 @@ class ResultSink:
         self.claimed_elsewhere = 0  # points claimed elsewhere or stored by another sweep meanwhile
         self.stored: collections.Counter = collections.Counter()  # by status, what flushes wrote
         self.failed_write: WriteFailed | None = None  # the first write that failed; nothing is written after
+        self.failure: tuple[BaseException, int] | None = None  # its error, and the points left then
         self.bar = tqdm(
             total=total, unit="pt", disable=not progress, dynamic_ncols=True, desc=name, file=sys.stderr
         )
@@ -94,8 +108,8 @@ class ResultSink:
                 dead = claims.reap(session)
                 sweep_id = start_sweep(session, name=name, spec=spec, command=command, n_points=n_points)
                 session.commit()
-        except WRITE_ERRORS as exc:
-            raise write_failed(engine, exc, n_points) from exc
+        except WRITE_ERRORS as exc:  # nothing of the sweep is in the database: no row, no claim
+            raise write_failed(engine, exc, n_points, "nothing was stored") from None
         sink = cls(
             engine, sweep_id, total=n_points, name=name, progress=progress, run=sweep_id if repeat else 0
         )
@@ -121,8 +135,8 @@ class ResultSink:
         progress bar's total, and points other sweeps hold are said in a progress line."""
         keys = set(keys)
         self.env_ids |= set(env_ids)
-        with Session(self.engine) as session:
-            got = claims.claim(
+        got = self._write(
+            lambda session: claims.claim(
                 session,
                 sweep_id=self.sweep_id,
                 run=self.run,
@@ -130,10 +144,11 @@ class ResultSink:
                 keys=keys,
                 statuses=statuses,
             )
-            session.commit()
+        )
         lost = len(keys) - len(got.ours)
         if lost:
             self.claimed_elsewhere += lost
+            self.total -= lost
             self.bar.total = max(self.bar.n, (self.bar.total or 0) - lost)
             self.bar.refresh()
         for s, (host, n) in got.held.items():
@@ -204,27 +219,36 @@ class ResultSink:
             self.last_flush = time.monotonic()
         self.last_beat = time.monotonic()
 
-    def _write(self, work: Callable[[Session], None]) -> None:
-        """Run `work` in one transaction; a failed write becomes this sink's WriteFailed."""
+    def _write(self, work: Callable[[Session], T]) -> T:
+        """Run `work` in one transaction and return what it returns; a failed write becomes this sink's
+        WriteFailed, and no later write is tried but the sweep's end (`close`)."""
         try:
             with Session(self.engine) as session:
-                work(session)
+                result = work(session)
                 session.commit()
+                return result
         except WRITE_ERRORS as exc:
-            left = max(0, (self.bar.total or 0) - self.bar.n) + len(self.buffer)
-            self.failed_write = write_failed(self.engine, exc, left)
-            raise self.failed_write from exc
+            # The sink's own counts: a progress bar that is off (--no-progress) counts nothing.
+            left = max(0, self.total - sum(self.stored.values()))
+            self.failure = self.failure or (exc, left)  # the first failure's words: the rest repeat it
+            self.failed_write = self._failed_line("the sweep ends interrupted")
+            raise self.failed_write from None
+
+    def _failed_line(self, outcome: str) -> WriteFailed:
+        exc, left = self.failure
+        stored = sum(self.stored.values())
+        return write_failed(self.engine, exc, left, f"{outcome}, {_points(stored)} stored")
 
     def close(self, status: str) -> None:
         """Write what is buffered and the sweep's end: its status and counts; its claims are released.
         After a failed write the buffer is dropped, the sweep ends `interrupted`, and WriteFailed is
-        raised again (with a note if even that end could not be written)."""
+        raised again, saying whether even that end could be written."""
         self.bar.close()
         if self.failed_write is None:
             with contextlib.suppress(WriteFailed):  # kept in self.failed_write
                 self.flush(force=True)
-        failed = self.failed_write
-        if failed is not None:
+        earlier = self.failed_write is not None
+        if earlier:
             status = SweepStatus.INTERRUPTED
             self.buffer.clear()  # not stored: the next run of the command measures them
         else:
@@ -244,43 +268,96 @@ class ResultSink:
         try:
             self._write(finish)
         except WriteFailed:
-            if failed is None:
-                raise
-            raise WriteFailed(
-                f"{failed}; marking sweep #{self.sweep_id} interrupted failed too: the next sweep into this "
-                "database does it"
+            # Its row reads `running` and its claims stay until a later sweep finds it dead; to a later
+            # sweep of this process (its pid alive) at once, as to one of another process on this host.
+            claims.dead_here(self.engine, self.sweep_id)
+            said = "interrupted either" if earlier else str(status)
+            raise self._failed_line(
+                f"sweep #{self.sweep_id} could not be marked {said} (the next sweep into this database marks "
+                "it interrupted and frees its claims)"
             ) from None
-        if failed is not None:
-            raise failed
+        if earlier:
+            raise self._failed_line(f"sweep #{self.sweep_id} is left interrupted, its claims released")
 
 
 def _failed(counts: collections.Counter) -> int:
     return sum(v for k, v in counts.items() if k != Status.OK)
 
 
-def write_failed(engine: Engine, exc: BaseException, points_left: int) -> WriteFailed:
-    """The one line a failed write ends a sweep with: the database, SQLite's or the server's reason,
-    and for a file the free space there against what the points left need."""
-    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else ""
-    reason = reason or type(exc).__name__
-    target = describe(engine)
-    need = points_left * BYTES_PER_POINT * 2 + WRITE_MARGIN_BYTES
+def write_failed(where: Engine | str, exc: BaseException, points_left: int, outcome: str) -> WriteFailed:
+    """The one line a failed write ends a sweep with: the database (an engine, or the --db target where
+    none could be made), SQLite's, the server's or the OS's reason, for a file the free space there
+    against what the points left need, and `outcome`: what the sweep's row says now."""
+    if isinstance(where, Engine):
+        target = describe(where)
+        file = Path(target) if where.dialect.name == "sqlite" else None
+    else:
+        target, file = display_target(where), sqlite_file(where)
+    folder = file.parent if file is not None else None
+    free = _free_bytes(folder)
+    reason = _reason(exc)
+    if full_disk(exc, folder) and not any(word in reason.lower() for word in ("full", "space")):
+        reason += " (the disk is full)"  # SQLite's "disk I/O error" where it could not grow its -shm file
     space = ""
-    if engine.dialect.name == "sqlite":
-        folder = Path(target).parent
-        try:
-            free = shutil.disk_usage(folder).free
-            space = (
-                f"; {_size(free)} free in {folder}, and the {points_left:,} points left need about "
-                f"{_size(need)}"
-            )
-        except OSError:
-            space = f"; the {points_left:,} points left need about {_size(need)} free in {folder}"
+    if folder is not None:
+        need = points_left * BYTES_PER_POINT * 2 + WRITE_MARGIN_BYTES
+        left = f"the {_points(points_left)} left need about {_size(need)}" if points_left else ""
+        if free is None:
+            space = f"; {left} free in {folder}" if left else ""
+        else:
+            space = f"; {_size(free)} free in {folder}" + (f", and {left}" if left else "")
     return WriteFailed(
-        f"cannot write to {target}: {reason}{space}. The points stored so far are kept; free space "
-        "(or give another --db), then run the same command again to resume"
+        f"cannot write to {target}: {reason}{space}. {outcome[:1].upper()}{outcome[1:]}; free space (or give "
+        "another --db), then run the same command again to resume"
     )
 
 
+def full_disk(exc: BaseException, folder: Path | None = None) -> bool:
+    """Whether a failed write (or the DatabaseError made of one) failed for want of space: SQLITE_FULL,
+    PostgreSQL's disk_full, ENOSPC or EDQUOT; or SQLite's bare "disk I/O error" with under
+    WRITE_MARGIN_BYTES free in the database's `folder` (what it said when it could not create its
+    -shm file on a tmpfs with 20 KB left)."""
+    free = _free_bytes(folder)
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        orig = getattr(exc, "orig", None) or exc
+        code = getattr(orig, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF == _SQLITE_FULL:
+            return True
+        if code is not None and code & 0xFF == _SQLITE_IOERR and free is not None:
+            return free < WRITE_MARGIN_BYTES
+        if getattr(orig, "sqlstate", None) == _PG_DISK_FULL or getattr(orig, "errno", None) in _FULL_ERRNOS:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of what SQLite, the server or the OS said: SQLAlchemy's wrapping left out, and
+    db.engine's DatabaseError ("cannot open SQLite database ...") for the driver's error it was made of."""
+    for wrapped in (exc, exc.__cause__):
+        if getattr(wrapped, "orig", None) is not None:
+            exc = wrapped.orig
+            break
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _free_bytes(folder: Path | None) -> int | None:
+    if folder is None:
+        return None
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def _points(n: int) -> str:
+    return f"{n:,} point" if n == 1 else f"{n:,} points"
+
+
 def _size(n: int) -> str:
-    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+    if n >= 2**30:
+        return f"{n / 2**30:,.1f} GiB"
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.0f} KiB"
