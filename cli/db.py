@@ -8,6 +8,8 @@ DatabaseError; cli/__init__.py prints "error: ..." and exits 2. The data work li
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +18,15 @@ import pandas as pd
 from db import check, queries, schema
 from db.engine import display_target, make_engine
 from db.errors import DatabaseError
-from db.export import atomic_output, check_output, export_format, reading, write_csv, write_parquet
+from db.export import (
+    OutputFailed,
+    atomic_output,
+    check_output,
+    export_format,
+    reading,
+    write_csv,
+    write_parquet,
+)
 from db.merge import merge
 from db.views import VIEW_NAMES
 from kernels.tuned import TunedConfigs, TunedEntry, stored_config
@@ -320,6 +330,25 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+# An output file that could not be written whole (a full disk): `farm sweep`'s status for a failed write.
+EXIT_WRITE_FAILED = 3
+
+
+def output_failed_exits_3(handler: Callable[[argparse.Namespace], int]):
+    """An export whose file could not be written (db.export.OutputFailed): its one line, exit status 3."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except OutputFailed as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_WRITE_FAILED
+
+    return run
+
+
+@output_failed_exits_3
 def cmd_export(args: argparse.Namespace) -> int:
     queries.view(args.view)  # an unknown view is an error before anything is opened
     check_output(args.out, [args.db])  # never onto a database: refused before it is opened
@@ -353,6 +382,7 @@ def best_entries(df: pd.DataFrame, *, include_interpreter: bool) -> list[TunedEn
     ]
 
 
+@output_failed_exits_3
 def cmd_export_best(args: argparse.Namespace) -> int:
     """Each variant's best row per shape by kernel time and, where another, by eager time: the dispatcher
     ranks them by either objective (kernels.dispatch), so it needs both rows. One row per variant and

@@ -2,7 +2,8 @@
 
 Problems a user can fix raise DatabaseError (the CLI prints "error: ..." and exits 2). Output files
 are written to a temporary file next to the target and renamed at the end, so a failed export
-leaves no partial file.
+leaves no partial file; a write that fails part-way (a full disk) raises OutputFailed, one line that
+the CLI prints with exit status 3, as a sweep whose database write failed.
 
 An output file is never a database: not one the command reads (the same path, a symlink to it, a
 hard link of it) and not any other farm results database. `farm export results --out results.db`
@@ -12,7 +13,9 @@ opened, and the database stays byte for byte as it was.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +30,14 @@ from db.engine import describe, display_target, is_farm_database, same_file, sql
 from db.errors import DatabaseError
 
 EXPORT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+# The OS's words for a full disk: no space left, or the user's quota spent.
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class OutputFailed(Exception):
+    """Writing an output file failed part-way (a full disk, an I/O error): nothing was left at the
+    output path, which is as it was. The message is one line naming the file, the OS's reason and
+    the free space there."""
 
 
 @contextmanager
@@ -73,12 +84,33 @@ def atomic_output(out: Path, reads: Sequence[str] = ()) -> Iterator[Path]:
     try:
         tmp.open("xb").close()
     except OSError as exc:
+        if exc.errno in _FULL:
+            raise _output_failed(out, exc) from None
         raise DatabaseError(f"cannot write {out}: {exc.strerror}") from exc
     try:
         yield tmp
         os.replace(tmp, out)
+    except OSError as exc:  # a write of the block's (pandas', pyarrow's) or the rename
+        raise _output_failed(out, exc) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _output_failed(out: Path, exc: OSError) -> OutputFailed:
+    text = str(exc).strip()
+    reason = exc.strerror or (text.splitlines()[0] if text else type(exc).__name__)
+    try:
+        free = f" ({_size(shutil.disk_usage(out.parent).free)} free in {out.parent})"
+    except OSError:
+        free = ""
+    return OutputFailed(
+        f"cannot write {out}: {reason}{free}; it is left as it was (no partial file). Free space (or give "
+        "another --out), then run the same command again"
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.0f} KiB"
 
 
 def export_format(out: Path, fmt: str | None) -> str:
