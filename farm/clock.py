@@ -229,9 +229,12 @@ class CudaClock:
             toggle(False, activities)
         try:
             yield 1.0
-        finally:
-            with calling(PROFILER):
+        except BaseException:  # the blocks' error, not a toggle's that may follow it
+            with contextlib.suppress(Exception):
                 toggle(True, activities)
+            raise
+        with calling(PROFILER):
+            toggle(True, activities)
 
     @contextlib.contextmanager
     def metered(self):
