@@ -27,10 +27,10 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# The subcommands' modules. `farm sweep` imports its own alone: cli.db and cli.dashboard import
-# pandas and, through kernels.tuned, torch (`farm sweep --help`: 6.2-7.0 s with them, 0.6 s without,
-# on the 2-core VM).
-COMMAND_MODULES = ("cli.sweep", "cli.workers", "cli.db", "cli.dashboard", "cli.replay")
+# The subcommands' modules. `farm sweep` and `farm compare` import their own alone: cli.db and
+# cli.dashboard import pandas and, through kernels.tuned, torch (`farm sweep --help`: 6.2-7.0 s with
+# them, 0.6 s without, on the 2-core VM).
+COMMAND_MODULES = ("cli.sweep", "cli.workers", "cli.db", "cli.dashboard", "cli.replay", "cli.compare")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -44,7 +44,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = (build_parser("cli.sweep") if argv[:1] == ["sweep"] else build_parser()).parse_args(argv)
+    alone = {"sweep": "cli.sweep", "compare": "cli.compare"}.get(argv[0] if argv else "")
+    args = (build_parser(alone) if alone else build_parser()).parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except (UserError, DatabaseError) as exc:

@@ -23,9 +23,9 @@ from db.queries import (
     best_configs,
     compare_runs,
     frame,
+    newest_shared_pair,  # noqa: F401 (re-exported: the pair Compare runs and `farm compare` open on)
     splitk_best,
     summary,
-    sweep_gpus,
     sweeps,
     trusted_energy,
     view,
@@ -88,32 +88,6 @@ def run_names(conn: Connection) -> dict[int, str]:
         ): f"#{int(r.id)} {pd.Timestamp(r.started_at):%Y-%m-%d %H:%M} {r.name}: {short_command(r.command)}"
         for r in runs.itertuples()
     }
-
-
-def _run_points(conn: Connection) -> pd.DataFrame:
-    """Per run, the ok points it timed (what compare_runs pairs on), without duplicates."""
-    r = view("run_results")
-    keys = (r.c.sweep_id, r.c.gpu_name, r.c.variant, r.c.dtype, r.c.m, r.c.n, r.c.k, r.c.config_key)
-    stmt = select(*keys).where(r.c.status == "ok", r.c.ms.is_not(None), r.c.sweep_id.is_not(None)).distinct()
-    return frame(conn, stmt)
-
-
-def newest_shared_pair(conn: Connection) -> tuple[int, int] | None:
-    """(a, b): the newest two runs that share an ok point (b the newest run that shares one with an older
-    run, a the newest such older run); None where no two runs share a point."""
-    ids = sorted({int(i) for i in sweep_gpus(conn).sweep_id}, reverse=True)
-    if len(ids) < 2:
-        return None
-    points = _run_points(conn)
-    # Each point as one 64-bit hash of its columns: sets of tuples built in Python took 0.4 s of the
-    # Compare page's first visit on the 100,000-row database (92,709 run points), hashing 0.02 s.
-    hashed = pd.util.hash_pandas_object(points.drop(columns="sweep_id"), index=False).to_numpy()
-    keyed = {int(i): set(hashed[rows]) for i, rows in points.groupby("sweep_id").indices.items()}
-    for pos, b in enumerate(ids):
-        for a in ids[pos + 1 :]:
-            if not keyed.get(a, set()).isdisjoint(keyed.get(b, set())):
-                return a, b
-    return None
 
 
 def grouping_gain_by_run(conn: Connection, *, gpu_name: str, dtype: str) -> pd.DataFrame:

@@ -12,12 +12,14 @@ One job a module, every public name also here:
   accuracy, sweeps, environments) and what `farm export-best` writes (export_best);
 - splitk and grouping: the split-K and grouping analyses (db.splitk_rule holds the split-K baseline);
 - fidelity: eager time, trusted energy, timing regimes;
-- runs: two runs of a study compared; counts: the CLI's summary and the filter options;
+- runs: two runs of a study compared; compare: the regression gate that judges them (`farm compare`);
+  counts: the CLI's summary and the filter options;
 - pages: what the dashboard's pages ask beyond the views.
 The writer's resume query, done_keys, is on the write side (db.writes).
 """
 
 from db.fetch import fetch
+from db.queries.compare import DEFAULT_THRESHOLD, Judgement, judge, newest_shared_pair
 from db.queries.counts import filter_options, most_first, summary
 from db.queries.fidelity import (
     DETAIL_COLUMNS,
@@ -60,6 +62,7 @@ from db.queries.winners import WINNER_ORDER, eager_ms, eager_of, rank_winners, w
 from db.splitk_rule import SIDES, STREAM_K
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
     "DETAIL_COLUMNS",
     "ENERGY_COLUMNS",
     "GAIN_KEY",
@@ -72,6 +75,7 @@ __all__ = [
     "STREAM_K",
     "WINNER_ORDER",
     "Filter",
+    "Judgement",
     "Range",
     "RunComparison",
     "Shape",
@@ -93,8 +97,10 @@ __all__ = [
     "grouping_gain",
     "interpreter_gpus",
     "iter_view",
+    "judge",
     "measurement_details",
     "most_first",
+    "newest_shared_pair",
     "normalize",
     "rank_winners",
     "results",

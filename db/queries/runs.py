@@ -10,36 +10,43 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Connection, func, select
 
-from db.errors import DatabaseError
-from db.models import Sweep
+from db.queries.compare import (
+    DEFAULT_THRESHOLD,
+    RUN_CONFIG,
+    RUN_POINT,
+    RUN_SHAPE,
+    Judgement,
+    check_runs,
+    judge,
+    shared_rows,
+)
 from db.queries.frames import frame
 from db.queries.select import view
-from db.queries.splitk import side
 from db.queries.tables import sweeps
 from db.splitk_rule import SIDES
 
-# What pairs two runs' rows: the point without its environment and code version (a run on another host
-# of the same GPU model, or of changed code, is what one compares).
-RUN_POINT = ("gpu_name", "variant", "dtype", "m", "n", "k", "config_key")
 RUN_POINT_COLUMNS = (
     *RUN_POINT, "ms_a", "ms_p20_a", "ms_p80_a", "ms_b", "ms_p20_b", "ms_p80_b", "ratio_b_over_a", "verdict",
 )  # fmt: skip
-_RUN_CONFIG = ("block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages", "group_m")
-_RUN_SHAPE = ("gpu_name", "dtype", "m", "n", "k")
-_GROUP_PAIR = (*_RUN_SHAPE, "variant", *_RUN_CONFIG[:-1])
+_RUN_SHAPE = RUN_SHAPE
+_GROUP_PAIR = (*_RUN_SHAPE, "variant", *RUN_CONFIG[:-1])
 
 
 @dataclass(frozen=True)
 class RunComparison:
-    """compare_runs' answer: run b against run a, every ratio and difference b over (or minus) a."""
+    """compare_runs' answer: run b against run a, every ratio and difference b over (or minus) a, and the
+    regression gate's judgement of the same rows (db.queries.compare.judge, what `farm compare` says)."""
 
     points: pd.DataFrame
     splitk: pd.DataFrame
     grouping: pd.DataFrame
     summary: dict[str, Any]
+    judgement: Judgement
 
 
-def compare_runs(conn: Connection, run_a: int, run_b: int) -> RunComparison:
+def compare_runs(
+    conn: Connection, run_a: int, run_b: int, *, threshold: float = DEFAULT_THRESHOLD
+) -> RunComparison:
     """Run b against run a (two sweeps, usually of the same study: `farm sweep --repeat`) on every ok
     point both measured, and the split-K and grouping effects of each run over those points.
 
@@ -58,19 +65,18 @@ def compare_runs(conn: Connection, run_a: int, run_b: int) -> RunComparison:
       num_stages) and group_m > 1 with a group_m = 1 row of the same config in both runs: gain_a, gain_b
       (best group_m = 1 ms / best ms of the group_m; > 1: grouping pays, as grouping_effect's speedup)
       and diff_b_minus_a.
-    summary: run_a, run_b; n_a, n_b (each run's ok points with a time); n_points (common), n_same,
+    judgement: db.queries.compare.judge of the same rows at `threshold` (what `farm compare` says).
+    summary: run_a, run_b; n_points (common), n_same,
       n_faster, n_slower (verdicts), share_same = n_same / n_points (the share within noise);
       median_ratio_b_over_a; n_splitk_shapes, median_splitk_diff_b_minus_a; n_grouping_pairs,
       median_grouping_diff_b_minus_a. Medians and share_same are NaN where nothing pairs.
 
     A run id that is no sweep raises DatabaseError.
     """
-    s = Sweep.__table__
-    known = set(conn.scalars(select(s.c.id).where(s.c.id.in_([int(run_a), int(run_b)]))))
-    missing = [str(r) for r in (run_a, run_b) if int(r) not in known]
-    if missing:
-        raise DatabaseError(f"no sweep with id {', '.join(missing)}")
-    a, b = _run_rows(conn, int(run_a)), _run_rows(conn, int(run_b))
+    check_runs(conn, [run_a, run_b])
+    # Only the rows at points both runs timed: every effect below is over the common points.
+    a, b = shared_rows(conn, int(run_a), int(run_b))
+    judgement = judge(a, b, run_a=int(run_a), run_b=int(run_b), threshold=threshold)
     out = a.merge(b[[*RUN_POINT, "ms", "ms_p20", "ms_p80"]], on=list(RUN_POINT), suffixes=("_a", "_b"))
     out["ratio_b_over_a"] = out.ms_b / out.ms_a
     lo_a, hi_a = out.ms_p20_a.fillna(out.ms_a), out.ms_p80_a.fillna(out.ms_a)
@@ -79,14 +85,7 @@ def compare_runs(conn: Connection, run_a: int, run_b: int) -> RunComparison:
     faster = out.ms_b < out.ms_a
     out["verdict"] = ["same" if o else ("faster" if f else "slower") for o, f in zip(overlap, faster)]
     out = out.sort_values(list(RUN_POINT)).reset_index(drop=True)
-    common = out[list(RUN_POINT)]
-    effects = [
-        (
-            _splitk_effect(r.merge(common, on=list(RUN_POINT))),
-            _grouping_effect(r.merge(common, on=list(RUN_POINT))),
-        )
-        for r in (a, b)
-    ]
+    effects = [(_splitk_effect(r), _grouping_effect(r)) for r in (a, b)]
     splitk = _pair_effect(effects[0][0], effects[1][0], list(_RUN_SHAPE), "speedup")
     grouping = _pair_effect(effects[0][1], effects[1][1], [*_GROUP_PAIR, "group_m"], "gain")
     n = len(out)
@@ -94,8 +93,6 @@ def compare_runs(conn: Connection, run_a: int, run_b: int) -> RunComparison:
     summary = {
         "run_a": int(run_a),
         "run_b": int(run_b),
-        "n_a": len(a),
-        "n_b": len(b),
         "n_points": n,
         "n_same": verdicts["same"],
         "n_faster": verdicts["faster"],
@@ -108,23 +105,13 @@ def compare_runs(conn: Connection, run_a: int, run_b: int) -> RunComparison:
         "median_grouping_diff_b_minus_a": _median(grouping.diff_b_minus_a),
     }
     points = out[list(RUN_POINT_COLUMNS)]
-    return RunComparison(points=points, splitk=splitk, grouping=grouping, summary=summary)
+    return RunComparison(
+        points=points, splitk=splitk, grouping=grouping, summary=summary, judgement=judgement
+    )
 
 
 def _median(values: pd.Series) -> float:
     return float(values.median()) if len(values) else float("nan")
-
-
-def _run_rows(conn: Connection, sweep_id: int) -> pd.DataFrame:
-    """A run's ok rows with a time: one per RUN_POINT (the fastest, then the lowest id), with each row's
-    split-K side (db.splitk_rule, as SQL: the rule splitk_best pairs by)."""
-    r = view("run_results")
-    cols = (*RUN_POINT, *_RUN_CONFIG, "ms", "ms_p20", "ms_p80", "id")
-    stmt = select(*(r.c[c] for c in cols), side(r).label("splitk_side")).where(
-        r.c.sweep_id == sweep_id, r.c.status == "ok", r.c.ms.is_not(None)
-    )
-    df = frame(conn, stmt).sort_values(["ms", "id"])
-    return df.drop_duplicates(list(RUN_POINT)).drop(columns="id").reset_index(drop=True)
 
 
 def _splitk_effect(rows: pd.DataFrame) -> pd.DataFrame:
