@@ -115,7 +115,8 @@ class ResultSink:
         )
         for s in dead:
             sink.note(
-                f"sweep #{s} had stopped (no heartbeat for {claims.STALE_AFTER_S:.0f} s): marked interrupted"
+                f"sweep #{s} had stopped (its driver gone, or silent for {claims.STALE_AFTER_S:.0f} s): "
+                "marked interrupted"
             )
         return sink
 
