@@ -1,6 +1,7 @@
 """Benchmark (not a test): each dashboard page's render on the 100,000-row database.
 
     python benchmarks/dashboard_render.py [--db /tmp/farm-dashboard-100k.db] [--reps 5] [--browser]
+        [--pages grouping compare]
 
 Builds the database the tests use (tools/sample_db.py's big_db: two GPUs, three dtypes, every variant,
 a second host, a failed sweep, interpreter rows) once and reuses it. Then, per page, through
@@ -9,7 +10,8 @@ Streamlit's AppTest (the script run: queries, pandas, Altair spec and Arrow seri
 - warm: a rerun with the caches full (what every widget change costs).
 --browser adds the time from a click on the page's sidebar link to every chart drawn and widget shown
 in Debian's Chromium, against `farm dashboard --headless` (websocket, Arrow, Vega rendering and all).
-Budget: 2 s a page.
+Budget: 2 s a page. --pages times only the pages named (their file names: grouping, compare ...), in
+the sidebar's order; in the browser each still follows the default page's first visit.
 Prints a table per page; docs/results/dashboard.md keeps it, with the machine. Time: building the
 100k-row database about 7 s (once), then --reps renders of each of the 8 pages, cold and warm (under
 0.5 s each on a 2-core VM), and with --browser a fresh server and a click per repetition.
@@ -53,7 +55,7 @@ def ensure_db(path: Path) -> None:
     print(f"built {path} ({ROWS:,} rows) in {time.perf_counter() - t:.1f} s")
 
 
-def time_apptest(db: Path, reps: int) -> dict[str, tuple[list[float], list[float]]]:
+def time_apptest(db: Path, reps: int, pages: list[str]) -> dict[str, tuple[list[float], list[float]]]:
     """page -> (cold times, warm times) of the script run, in seconds."""
     # Clearing the caches outside a server logs a line each time (Streamlit resets its loggers' levels).
     logging.getLogger("streamlit.runtime.caching.cache_data_api").addFilter(
@@ -61,7 +63,7 @@ def time_apptest(db: Path, reps: int) -> dict[str, tuple[list[float], list[float
     )
     out: dict[str, tuple[list[float], list[float]]] = {}
     with apptest.app(db) as at:
-        for page in PAGES:
+        for page in pages:
             cold, warm = [], []
             for _ in range(reps):
                 st.cache_data.clear()
@@ -76,16 +78,17 @@ def time_apptest(db: Path, reps: int) -> dict[str, tuple[list[float], list[float
     return out
 
 
-def time_browser(db: Path, reps: int) -> dict[str, list[float]]:
+def time_browser(db: Path, reps: int, pages: list[str]) -> dict[str, list[float]]:
     """page -> seconds from a click on its sidebar link to everything drawn in Chromium. A fresh server
     per rep, so each page runs its own queries cold (those it shares with earlier pages are cached)."""
-    out: dict[str, list[float]] = {page: [] for page in PAGES}
+    out: dict[str, list[float]] = {page: [] for page in pages}
     with tempfile.TemporaryDirectory() as tmp, browser.chromium(Path(tmp) / "profile") as tab:
         for rep in range(reps):
             with browser.serve(db, Path(tmp) / f"server-{rep}.log") as base:
                 tab.goto(browser.url(base, DEFAULT_PAGE))
                 browser.wait_drawn(tab, PAGES[DEFAULT_PAGE])
-                for page, title in PAGES.items():
+                for page in pages:
+                    title = PAGES[page]
                     t = time.perf_counter()
                     tab.locator('[data-testid="stSidebarNavLink"]', has_text=title).click()
                     browser.wait_drawn(tab, title)
@@ -98,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--db", type=Path, default=Path(tempfile.gettempdir()) / "farm-dashboard-100k.db")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--browser", action="store_true", help="also time each page in Chromium")
+    ap.add_argument("--pages", nargs="+", choices=list(PAGES), default=list(PAGES), help="only these pages")
     args = ap.parse_args(argv)
     ensure_db(args.db)
     print(
@@ -105,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Streamlit {st.__version__}"
     )
 
-    apptest = time_apptest(args.db, args.reps)
-    browser = time_browser(args.db, max(1, args.reps // 2)) if args.browser else {}
+    pages = [p for p in PAGES if p in args.pages]
+    apptest = time_apptest(args.db, args.reps, pages)
+    browser = time_browser(args.db, max(1, args.reps // 2), pages) if args.browser else {}
     head = f"{'page':10} {'cold best':>10} {'cold median':>12} {'warm median':>12}"
     print(head + (f" {'browser median':>15}" if browser else ""))
     over = []

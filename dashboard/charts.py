@@ -27,38 +27,37 @@ ENERGY_GAIN_AXIS = (0.5, 2.0)  # energy gains drawn on the grouping chart (a tim
 
 
 def grouping_gains(gains: pd.DataFrame, note: str = "", run: str = "") -> alt.LayerChart:
-    """Gain of GROUP_SIZE_M > 1 over 1 (same config) in time and in energy (frames.grouping_gains' long
-    form: dots for time, triangles for energy) against operand bytes / L2; a rule at L2. `run`: the run
-    drawn, the title's second line."""
+    """Gain of GROUP_SIZE_M > 1 over 1 (same config) per shape, in time and in energy (frames.grouping_gains'
+    long form: the median over the shape's configs, dots for time, triangles for energy; a vertical line
+    from the worst config's time gain to the best's) against operand bytes / L2; a rule at L2. `run`: the
+    run drawn, the title's second line."""
     pts = parts.only_columns(
         gains[(gains.operand_to_l2 > 0) & gains.gain.notna()],
-        "shape m n k config block_m block_n block_k num_warps group_m measure gain time_gain energy_gain "
-        "operand_to_l2 kernel_time kernel_time_group1 energy energy_group1 power power_group1 "
-        "energy_per_tflop energy_per_tflop_group1 timing_regime",
+        "shape m n k group_m measure gain gain_lo gain_hi configs best_config time_gain energy_gain "
+        "operand_to_l2",
     )
     tips = [
         "shape:N",
-        "config:N",
         alt.Tooltip("group_m:Q", title="GROUP_SIZE_M"),
         alt.Tooltip("measure:N"),
-        alt.Tooltip("time_gain:Q", format=".3f", title="time gain"),
-        alt.Tooltip("energy_gain:Q", format=".3f", title="energy gain"),
+        alt.Tooltip("gain:Q", format=".3f", title="median gain"),
+        alt.Tooltip("configs:Q", title="configs"),
+        alt.Tooltip("gain_lo:Q", format=".3f", title="worst config's gain"),
+        alt.Tooltip("gain_hi:Q", format=".3f", title="best config's gain"),
+        alt.Tooltip("best_config:N", title="best config"),
+        alt.Tooltip("time_gain:Q", format=".3f", title="median time gain"),
+        alt.Tooltip("energy_gain:Q", format=".3f", title="median energy gain"),
         alt.Tooltip("operand_to_l2:Q", title="operands / L2", format=".3g"),
-        alt.Tooltip("kernel_time:N", title="kernel time"),
-        alt.Tooltip("kernel_time_group1:N", title="kernel time, GROUP_SIZE_M 1"),
-        alt.Tooltip("energy:N", title="energy / launch"),
-        alt.Tooltip("energy_group1:N", title="energy / launch, GROUP_SIZE_M 1"),
-        alt.Tooltip("power:N", title="power"),
-        alt.Tooltip("power_group1:N", title="power, GROUP_SIZE_M 1"),
-        alt.Tooltip("energy_per_tflop:N", title="energy / TFLOP"),
-        alt.Tooltip("energy_per_tflop_group1:N", title="energy / TFLOP, GROUP_SIZE_M 1"),
-        alt.Tooltip("timing_regime:N", title="regime"),
     ]
-    # The y axis over the time gains and the energy gains within 0.5-2: below the power limit an energy
-    # gain is a ratio of two rough readings (3.6 for a 1.04 time gain on the H200 demo), and one such
-    # outlier squeezed every time gain into a flat line at 1. Outliers are left out, and said so.
-    fitted = (pts.measure == "time") | pts.gain.between(*ENERGY_GAIN_AXIS)
-    yscale, yaxis = parts.ratio_scale(pts.gain[fitted], log=False)
+    # The y axis over the time gains (each shape's worst and best config too) and the energy gains within
+    # 0.5-2: below the power limit an energy gain is a ratio of two rough readings (3.6 for a 1.04 time
+    # gain on the H200 demo), and one such outlier squeezed every time gain into a flat line at 1.
+    # Outliers are left out, and said so.
+    time = pts.measure == "time"
+    fitted = time | pts.gain.between(*ENERGY_GAIN_AXIS)
+    yscale, yaxis = parts.ratio_scale(
+        pd.concat([pts.gain[fitted], pts.gain_lo[time], pts.gain_hi[time]]), log=False
+    )
     if not fitted.all():
         lo, hi = ENERGY_GAIN_AXIS
         outside = f"{int((~fitted).sum())} energy gain(s) outside {lo}-{hi} not drawn"
@@ -74,17 +73,14 @@ def grouping_gains(gains: pd.DataFrame, note: str = "", run: str = "") -> alt.La
         colour = alt.Color("shape:N", title="shape", scale=alt.Scale(domain=shapes, scheme="tableau20"))
     else:
         colour = alt.Color("group_m:O", title="GROUP_SIZE_M", scale=parts.colour_scale(pts.group_m.nunique()))
+    x = alt.X("operand_to_l2:Q", scale=xscale, title="operand bytes (A + B + C) / L2 size")
+    title = parts.wrapped("gain over GROUP_SIZE_M = 1 (value at 1 / value), median over configs")
     dots = (
-        alt.Chart(pts, description="gain per config")
-        .mark_point(filled=True, size=60, opacity=0.6)
+        alt.Chart(pts, description="median gain per shape")
+        .mark_point(filled=True, size=60, opacity=0.7)
         .encode(
-            x=alt.X("operand_to_l2:Q", scale=xscale, title="operand bytes (A + B + C) / L2 size"),
-            y=alt.Y(
-                "gain:Q",
-                scale=yscale,
-                axis=yaxis,
-                title=parts.wrapped("gain over GROUP_SIZE_M = 1 (value at 1 / value)"),
-            ),
+            x=x,
+            y=alt.Y("gain:Q", scale=yscale, axis=yaxis, title=title),
             color=colour.legend(parts.LEGEND),
             shape=alt.Shape(
                 "measure:N",
@@ -95,8 +91,24 @@ def grouping_gains(gains: pd.DataFrame, note: str = "", run: str = "") -> alt.La
             tooltip=tips,
         )
     )
+    # A shape of one config has no range to draw (a line of no length).
+    spread = pts[(pts.measure == "time") & (pts.gain_hi > pts.gain_lo)]
+    ranges = (
+        alt.Chart(spread, description="time gain range over configs")
+        .mark_rule(opacity=0.35)
+        .encode(
+            x=x,
+            # The dots' axis and title: a layer's own title would be joined to theirs ("gain, gain_lo").
+            y=alt.Y("gain_lo:Q", scale=yscale, axis=yaxis, title=title),
+            y2="gain_hi:Q",
+            # The dots' legend too: one layer without it hid the merged colour legend.
+            color=colour.legend(parts.LEGEND),
+            tooltip=tips,
+        )
+    )
     return alt.layer(
         parts.noise_band("gain"),
+        ranges,
         dots,
         parts.reference_rule("x", "operand_to_l2", 1.0, "operands = L2", "L2 size"),
         parts.reference_rule("y", "gain", 1.0, "gain 1", "gain 1"),

@@ -33,11 +33,11 @@ NEWEST_LABEL = "each point's newest"
 
 st.title("Grouping / L2")
 lead = widgets.lead()
-scope, effect = widgets.scoped(
-    queries.grouping_effect, what="grouped pairs (GROUP_SIZE_M > 1 and = 1, same config)", preset="grouping"
+scope, newest = widgets.scoped(
+    queries.grouping_gain, what="grouped pairs (GROUP_SIZE_M > 1 and = 1, same config)", preset="grouping"
 )
-widgets.conclude(lead, conclusions.grouping, **scope.filters)
 by_run = cache.query(conclusions.grouping_gain_by_run, **scope.filters)
+lead.markdown(f"**{conclusions.grouping_said(by_run)}**")  # conclusions.grouping, from the rows held here
 runs = cache.query(conclusions.run_names)
 # The run the charts and the pairs table draw: each point's newest run (the rows every other page
 # shows), or any one run with grouped pairs, newest first (a --repeat keeps both runs' rows).
@@ -48,27 +48,28 @@ run = st.selectbox(
     format_func=lambda i: NEWEST_LABEL if i == NEWEST else runs.get(i, f"#{i}"),
     key="grouping_run",
 )
+# One query of pairs feeds the chart, the heatmap and the table: the grouping_effect view's speedup is
+# grouping_gain's time_gain, pair for pair.
 if run == NEWEST:
-    gains = frames.grouping_gains(cache.query(queries.grouping_gain, **scope.filters))
-    points = frames.grouping_points(effect)
+    pairs = frames.grouping_pairs(newest)
     run_title = f"run: {NEWEST_LABEL}"
 else:
-    of_run = by_run[by_run.sweep_id == run]
-    gains = frames.grouping_gains(of_run)
-    points = frames.grouping_points(of_run.assign(speedup=of_run.time_gain))
+    pairs = frames.grouping_pairs(by_run[by_run.sweep_id == run])
     run_title = f"run {runs.get(run, f'#{run}').split(': ', 1)[0]}"  # its id, start and name
+gains = frames.grouping_gains(pairs)
 l2 = f"the {by_run.l2_bytes.iloc[0] / 2**20:.0f} MiB L2" if len(by_run) else "L2"
 st.caption(
     f"Grouped program order keeps a band of A's rows and B's columns in {l2} while neighbouring "
     f"programs reuse them: it can only pay once the operands (A + B + C) no longer fit in {l2}. "
-    "Each mark: one (config, GROUP_SIZE_M > 1) against the same config at GROUP_SIZE_M = 1, in the run "
-    "chosen above; gain = value at 1 / value at GROUP_SIZE_M, for kernel time (dots) and joules per "
-    f"launch (triangles). Grey band: within {frames.NOISE:.0%} of 1, run-to-run noise on an H200. "
-    "Every run's gains: the table by run below."
+    "Each mark: one shape at one GROUP_SIZE_M > 1, the median over its block configs of the gain against "
+    "the same config at GROUP_SIZE_M = 1, in the run chosen above; gain = value at 1 / value at "
+    "GROUP_SIZE_M, for kernel time (dots) and joules per launch (triangles); the vertical line spans its "
+    f"configs' time gains, worst to best. Grey band: within {frames.NOISE:.0%} of 1, run-to-run noise on "
+    "an H200. Every config's pair: the table below; every run's gains: the table by run."
 )
 widgets.throttle_badge(**scope.filters)
 widgets.regime_badge(**scope.filters)
-n_pairs, n_energy = int((gains.measure == "time").sum()), int((gains.measure == "energy").sum())
+n_pairs, n_energy = len(pairs), int(pairs.energy_gain.notna().sum())
 if not n_energy:
     st.info(
         "No grouped pair here has energy on both rows (NVML's energy counter, recorded from revision 0002 on "
@@ -77,14 +78,14 @@ if not n_energy:
 elif n_energy < n_pairs:
     st.caption(f"Energy gain for {n_energy} of {n_pairs} pairs: only where both rows have an energy reading.")
 st.altair_chart(charts.grouping_gains(gains, scope.note, run_title))
-st.altair_chart(charts.grouping_heatmap(frames.grouping_heatmap(points), scope.note, run_title))
+cells = frames.grouping_heatmap(pairs.assign(speedup=pairs.time_gain))
+st.altair_chart(charts.grouping_heatmap(cells, scope.note, run_title))
 st.subheader("Grouped pairs, largest time gain first")
 st.caption(
     "Each row: one config at its GROUP_SIZE_M against the same config at 1, with each side's energy per "
     "launch, average power and joules per TFLOP (NVML; no energy reading on the interpreter or where the "
     "counter did not tick)."
 )
-pairs = frames.grouping_pairs(gains)
 widgets.energy_table(pairs[PAIR_COLUMNS], ENERGY, **PAIR_TITLES)
 
 st.subheader("Best time gain of every run, per shape")

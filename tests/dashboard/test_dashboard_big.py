@@ -72,20 +72,26 @@ def check_splitk(at, conn: Connection) -> None:
 
 def check_grouping(at, conn: Connection) -> None:
     scatter, heatmap = charts(at)
-    cols = ["m", "n", "k", "block_m", "block_n", "block_k", "num_warps", "group_m", "speedup"]
     points = frames.grouping_points(queries.grouping_effect(conn, **SCOPE))
-    gains = layer(scatter, "gain per config").data
-    time = gains[gains.measure == "time"].rename(columns={"gain": "speedup"})
-    same_rows(time, points, cols)
-    # Every sample GPU row has energy: each pair has an energy gain, the query's; the chart draws those
-    # within its energy axis and counts the rest in its subtitle.
-    want = queries.grouping_gain(conn, **SCOPE)
+    shape_key = ["m", "n", "k", "group_m"]
+    # One mark per shape and GROUP_SIZE_M, not per config (4,144 pairs): the median of the
+    # grouping_effect view's speedups over the shape's configs, and its worst and best config.
+    drawn = layer(scatter, "median gain per shape", "point").data
+    time = drawn[drawn.measure == "time"]
+    want = points.groupby(shape_key).speedup.agg(gain="median", gain_lo="min", gain_hi="max", configs="size")
+    same_rows(time, want.reset_index(), [*shape_key, "gain", "gain_lo", "gain_hi", "configs"])
+    assert len(time) < len(points) / 5
+    ranges = layer(scatter, "time gain range over configs", "rule").data
+    same_rows(ranges, time[time.gain_hi > time.gain_lo], [*shape_key, "gain_lo", "gain_hi"])
+    # Every sample GPU row has energy: each shape has a median energy gain, the query's; the chart draws
+    # those within its energy axis and counts the rest in its subtitle.
+    pairs = queries.grouping_gain(conn, **SCOPE)
+    assert len(pairs) == len(points) == len(at.dataframe[0].value)  # the table lists every pair
+    energy = pairs.groupby(shape_key).energy_gain.median().rename("gain").reset_index()
     low, high = chartkit.ENERGY_GAIN_AXIS
-    drawn = want[want.energy_gain.between(low, high)]
-    energy = gains[gains.measure == "energy"]
-    same_rows(energy, drawn, ["m", "n", "k", "block_m", "block_n", "num_warps", "group_m", "energy_gain"])
-    assert len(want) == len(time)
-    left_out = len(want) - len(drawn)
+    inside = energy[energy.gain.between(low, high)]
+    same_rows(drawn[drawn.measure == "energy"], inside, [*shape_key, "gain"])
+    left_out = len(energy) - len(inside)
     assert (f"{left_out} energy gain(s) outside" in str(scatter["spec"])) == (left_out > 0)
     cells = layer(heatmap, "median speedup per cell", "rect").data
     same_rows(cells, frames.grouping_heatmap(points), ["size_lo", "group_m", "speedup", "n_configs"])

@@ -143,14 +143,15 @@ def test_splitk_table_puts_the_why_columns_first(dbs: dict[str, Path]) -> None:
 
 def test_grouping_colours_by_shape_on_a_small_sweep(dbs: dict[str, Path]) -> None:
     at = render(dbs["small"], "grouping")
-    dots = layer(charts(at)[0], "gain per config", "point")
+    dots = layer(charts(at)[0], "median gain per shape", "point")
     assert dots.encoding["color"]["field"] == "shape"
     # Legend in size order: 1024^3 (0.1 of L2), then 8192^3 (6.4x).
     assert dots.encoding["color"]["scale"]["domain"] == ["1024x1024x1024", "8192x8192x8192"]
     assert "shape" in {t["field"] for t in dots.encoding["tooltip"]}
     # Fitted: 0.1 and 6.4 (and the L2 line at 1) padded 20%, not rounded out to decades.
     assert dots.encoding["x"]["scale"]["domain"] == pytest.approx([0.1 / 1.2, 6.4 * 1.2])
-    assert "energy_per_tflop" in {t["field"] for t in dots.encoding["tooltip"]}
+    # One mark per shape: the tooltip names the config behind its best gain (one config here: its own).
+    assert dots.data.best_config.tolist() == ["grouped 128x128x64 w8 s3"] * len(dots.data)
     pairs = at.dataframe[0].value
     assert pairs.time_gain.tolist() == pytest.approx([1.25, 2.0 / 1.8, 1.0])  # largest time gain first
     assert pairs.joules_per_launch.tolist()[:2] == ["1.04 J", "1.17 J"]  # 650 W x 1.6 ms, x 1.8 ms
@@ -177,9 +178,41 @@ def _gains(n_shapes: int) -> pd.DataFrame:
 )
 def test_grouping_colour_by_shape_up_to_twelve(n_shapes: int, colour: str) -> None:
     spec = chartkit.grouping_gains(_gains(n_shapes)).to_dict()
-    [dots] = [ly for ly in spec["layer"] if ly.get("description") == "gain per config"]
+    [dots] = [ly for ly in spec["layer"] if ly.get("description") == "median gain per shape"]
     assert dots["encoding"]["color"]["field"] == colour
     assert "shape" in {t["field"] for t in dots["encoding"]["tooltip"]}
+
+
+def test_grouping_draws_one_mark_per_shape_over_its_configs() -> None:
+    """Three configs of 128x8192x32768 at GROUP_SIZE_M 8 (one without energy) and one of 8192x128x4096: a
+    mark per shape and measure, the median over the configs that have it, the range and the best config."""
+    tall, flat = (128, 8192, 32768), (8192, 128, 4096)
+    raw = pd.DataFrame(
+        {
+            "m": [tall[0]] * 3 + [flat[0]], "n": [tall[1]] * 3 + [flat[1]], "k": [tall[2]] * 3 + [flat[2]],
+            "variant": "grouped", "block_m": [64, 128, 128, 64], "block_n": [64, 128, 64, 256],
+            "block_k": 64, "num_warps": [4, 8, 8, 4], "num_stages": 3, "group_m": 8,
+            "time_gain": [0.9, 1.2, 1.05, 1.02], "energy_gain": [1.1, None, 1.3, None],
+            "joules_per_launch": [1.0, None, 1.0, None], "joules_group1": [1.1, None, 1.3, None],
+            "operand_to_l2": [8.7, 8.7, 8.7, 1.2],
+        }
+    )  # fmt: skip
+    gains = frames.grouping_gains(raw)
+    got = {
+        (r.shape, r.measure): (r.gain, r.gain_lo, r.gain_hi, r.configs, r.best_config)
+        for r in gains.itertuples()
+    }
+    assert got == {
+        ("128x8192x32768", "time"): (pytest.approx(1.05), 0.9, 1.2, 3, "grouped 128x128x64 w8 s3"),
+        ("128x8192x32768", "energy"): (pytest.approx(1.2), 1.1, 1.3, 2, "grouped 128x64x64 w8 s3"),
+        ("8192x128x4096", "time"): (pytest.approx(1.02), 1.02, 1.02, 1, "grouped 64x256x64 w4 s3"),
+    }
+    # Each row carries both medians: the energy mark's tooltip says the shape's time gain too.
+    [energy] = gains[gains.measure == "energy"].itertuples()
+    assert (energy.time_gain, energy.energy_gain) == (pytest.approx(1.05), pytest.approx(1.2))
+    spec = chartkit.grouping_gains(gains).to_dict()
+    [ranges] = [ly for ly in spec["layer"] if ly.get("description") == "time gain range over configs"]
+    assert (ranges["encoding"]["y"]["field"], ranges["encoding"]["y2"]["field"]) == ("gain_lo", "gain_hi")
 
 
 def test_grouping_axis_fits_the_time_gains_not_an_energy_outlier() -> None:
@@ -187,7 +220,7 @@ def test_grouping_axis_fits_the_time_gains_not_an_energy_outlier() -> None:
     raw = _gains(3).query("measure == 'time'")
     outlier = raw.iloc[[0]].assign(measure="energy", gain=3.6, energy_gain=3.6)
     spec = chartkit.grouping_gains(pd.concat([raw, outlier])).to_dict()
-    [dots] = [ly for ly in spec["layer"] if ly.get("description") == "gain per config"]
+    [dots] = [ly for ly in spec["layer"] if ly.get("description") == "median gain per shape"]
     low, high = dots["encoding"]["y"]["scale"]["domain"]
     assert high == pytest.approx(1.1 * 1.1) and low < 1
     assert "1 energy gain(s) outside 0.5-2.0 not drawn" in spec["title"]["subtitle"]
@@ -255,14 +288,14 @@ def test_grouping_draws_the_run_chosen(two_runs_db: Path) -> None:
         assert not at.exception
         picker = at.selectbox(key="grouping_run")
         assert picker.value == 0 and picker.options[0] == "each point's newest"  # the default
-        gains = layer(charts(at)[0], "gain per config", "point").data
+        gains = layer(charts(at)[0], "median gain per shape", "point").data
         assert gains.gain.tolist() == pytest.approx([1.1])
         assert at.dataframe[0].value.time_gain.tolist() == pytest.approx([1.1])
         assert picker.options[1].startswith("#2 ") and picker.options[2].startswith("#1 ")  # newest first
         picker.set_value(1).run()
         assert not at.exception
         chart, heatmap = charts(at)
-        assert layer(chart, "gain per config", "point").data.gain.tolist() == pytest.approx([1.25])
+        assert layer(chart, "median gain per shape", "point").data.gain.tolist() == pytest.approx([1.25])
         assert layer(heatmap, "median speedup per cell", "rect").data.speedup.tolist() == pytest.approx(
             [1.25]
         )
