@@ -346,17 +346,25 @@ def accuracy_points(acc: pd.DataFrame, column: str, title: str, description: str
     return alt.layer(dots, exact).properties(title=title, height=220, autosize=parts.ROW_FIT)
 
 
+# The regression gate's judgements (db.queries.compare), worst first.
+JUDGEMENT_COLOURS = alt.Scale(
+    domain=["regressed", "not judged", "same", "improved"], range=["#d1495b", "#e9a03b", "#9a9a9a", "#2a9d4b"]
+)
+
+
 def compare_scatter(cmp: pd.DataFrame, note: str = "") -> alt.LayerChart:
     """Per point, run b's time over run a's (ratio_b_over_a, the table's number) against run a's time,
-    coloured by verdict; grey bars: a's p20-p80, coloured bars: b's (a point is "same" where they overlap)."""
+    coloured by the gate's judgement (`farm compare`'s); grey bars: a's p20-p80, coloured bars: b's (a
+    point is "same" where they overlap, or where b/a is within the threshold)."""
     cmp = parts.only_columns(
         cmp,
-        "gpu_name variant dtype m n k config_key ms_a ms_b ratio_b_over_a a_lo a_hi b_lo b_hi verdict",
+        "gpu_name variant dtype m n k config_key ms_a ms_b ratio_b_over_a a_lo a_hi b_lo b_hi verdict "
+        "judgement reason",
     )
     base = alt.Chart(cmp, description="points of both runs")
     yscale, yaxis = parts.ratio_scale(pd.concat([cmp.a_lo, cmp.a_hi, cmp.b_lo, cmp.b_hi]), log=False)
     x = alt.X("ms_a:Q", scale=parts.data_log_scale(cmp.ms_a), title="run a: median ms")
-    colour = alt.Color("verdict:N", scale=parts.VERDICT_COLOURS, title="run b is")
+    colour = alt.Color("judgement:N", scale=JUDGEMENT_COLOURS, title="run b")
     tips = [
         "gpu_name:N",
         "variant:N",
@@ -368,7 +376,8 @@ def compare_scatter(cmp: pd.DataFrame, note: str = "") -> alt.LayerChart:
         alt.Tooltip("ms_a:Q", format=".4g", title="run a ms"),
         alt.Tooltip("ms_b:Q", format=".4g", title="run b ms"),
         alt.Tooltip("ratio_b_over_a:Q", format=".4f", title="b / a"),
-        alt.Tooltip("verdict:N", title="run b is"),
+        alt.Tooltip("judgement:N", title="run b"),
+        alt.Tooltip("reason:N", title="why"),
     ]
     return alt.layer(
         parts.noise_band("ratio_b_over_a"),

@@ -42,7 +42,7 @@ _ROW = (*RUN_POINT, *RUN_CONFIG, *READING, "id")
 # docs/design.md, "Search"); db.conclusions.NOISE reads a ratio within 3% of 1 as concluding nothing.
 DEFAULT_THRESHOLD = 0.03
 # Two power-capped readings compare where their SM clocks agree within 1%: on the demo's two grouping runs
-# the 78 points capped at clocks within 1% repeat to 0.6% at the median and 1.2% at the 90th percentile
+# the 78 points capped at clocks within 1% repeat to 0.6% at the median and 1.3% at the 90th percentile
 # (max 3.5%), as unthrottled points do (0.3%, 0.7%); capped points 1-2% apart already reach 14%
 # (docs/design.md, "Comparing runs: the regression gate").
 CLOCK_MATCH = 0.01
@@ -204,13 +204,13 @@ def _paired(small: int, big: int, s: Any, g: Any, on: Any) -> Any:
     )
 
 
-def newest_shared_pair(conn: Connection, gpus: dict[int, set[str]] | None = None) -> tuple[int, int] | None:
+def newest_shared_pair(conn: Connection, gpus: dict[int, Any] | None = None) -> tuple[int, int] | None:
     """(a, b): the newest two runs that share an ok point (b the newest run that shares one with an older
     run, a the newest such older run); None where no two runs share a point. Only runs that timed a GPU
-    model in common are asked (gpus: run_gpus, if the caller holds it), each pair with one join that
-    stops at its first shared row: the 100,000-row benchmark's pair (1, 3) in 2 ms, where reading every
-    run's 92,709 points took 0.43 s."""
-    gpus = run_gpus(conn) if gpus is None else gpus
+    model in common are asked (gpus: run id -> its GPU models, where the caller holds them; else
+    run_gpus), each pair with one join that stops at its first shared row: the 100,000-row benchmark's
+    pair (1, 3) in 2 ms, where reading every run's 92,709 points took 0.43 s."""
+    gpus = run_gpus(conn) if gpus is None else {int(i): set(g) for i, g in gpus.items()}
     ids = sorted(gpus, reverse=True)
     for pos, b in enumerate(ids):
         for a in ids[pos + 1 :]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -132,10 +133,14 @@ def check_sweeps(at, conn: Connection) -> None:
 
 def check_compare(at, conn: Connection) -> None:
     assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == (1, 3)  # the two H200 hosts
-    want = frames.compare_points(queries.compare_runs(conn, run_a=1, run_b=3).points)
+    judged = queries.compare_runs(conn, run_a=1, run_b=3).judgement.points
     dots = layer(charts(at)[0], "points of both runs", "circle").data
-    same_rows(dots, want, ["variant", "dtype", "m", "n", "k", "config_key", "ratio_b_over_a", "verdict"])
-    assert set(dots.verdict) == {"faster", "slower", "same"}
+    # 4,629 points, 1,242 flagged: the chart draws the 500 flagged farthest from 1, either way
+    flagged = judged[judged.judgement != "same"]
+    want = flagged.loc[(flagged.ratio_b_over_a.map(math.log).abs()).nlargest(500).index]
+    assert len(judged) == 4629 and len(flagged) == 1242 and len(dots) == 500
+    assert set(dots.judgement) == {"regressed", "improved"}
+    same_rows(dots, want, ["variant", "dtype", "m", "n", "k", "config_key", "ratio_b_over_a", "judgement"])
 
 
 def check_search(at, conn: Connection) -> None:

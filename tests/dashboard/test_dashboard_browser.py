@@ -45,7 +45,7 @@ ELEMENTS = {
     "explorer": (0, 1),
     "accuracy": (2, 1),  # the small database has a wrong row: the error chart is drawn
     "sweeps": (0, 2),
-    "compare": (1, 1),
+    "compare": (1, 2),  # the points the gate flagged, and each shape's best
     "search": (0, 0),  # no searched sweep in the small database: the page says how to run one
 }
 PLANTED = """
