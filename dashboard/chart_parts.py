@@ -25,7 +25,10 @@ CATEGORIES = alt.Scale(scheme="tableau10")
 CATEGORY_COLOURS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6"]
 # Legend swatches at full opacity whatever the marks' (faint dots gave 35% swatches).
 LEGEND = alt.Legend(symbolOpacity=1)
-NO_TIP = alt.value(None)  # reference marks: no tooltip (Streamlit's theme gives every mark one)
+# Reference marks: no tooltip (Streamlit's theme gives every mark one). Channel objects here, not
+# alt.value dicts or "field:type" strings: Altair builds an object of each by hashing its ~570 schema
+# classes, 2 ms apiece, 10 of them in a chart's noise band and two reference rules.
+NO_TIP = alt.TooltipValue(None)
 # Streamlit sizes charts with autosize "fit", where a height holds the x axis, its titles and legends
 # too: Overview's bar charts got 26 px a row + 90 px and the title and axis ate all of it (0 px plots).
 # Every chart says the plot's own height (ROW_FIT: autosize fit-x, the height is the plot's; a chart of
@@ -126,12 +129,12 @@ def reference_rule(
     # the left (on log axes both rules often sit at a corner of the data).
     if channel == "x":
         text = base.mark_text(align="left", baseline="bottom", dx=4, dy=-4, color="#666").encode(
-            **at, y=alt.value("height"), text="label:N", tooltip=NO_TIP
+            **at, y=alt.YValue("height"), text=alt.Text("label:N"), tooltip=NO_TIP
         )
     else:
         end = {"align": "right", "dx": -4} if label_right else {"align": "left", "dx": 4}
         text = base.mark_text(baseline="bottom", dy=-2, color="#666", **end).encode(
-            **at, x=alt.value("width" if label_right else 0), text="label:N", tooltip=NO_TIP
+            **at, x=alt.XValue("width" if label_right else 0), text=alt.Text("label:N"), tooltip=NO_TIP
         )
     return alt.layer(rule, text)
 
@@ -142,7 +145,7 @@ def noise_band(field: str, description: str = "within noise") -> alt.Chart:
     return (
         alt.Chart(data, description=description)
         .mark_rect(color="#bbb", opacity=0.25)
-        .encode(y=alt.Y(f"{field}:Q"), y2=f"{field}_top:Q", tooltip=NO_TIP)
+        .encode(y=alt.Y(f"{field}:Q"), y2=alt.Y2(f"{field}_top:Q"), tooltip=NO_TIP)
     )
 
 
