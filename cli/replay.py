@@ -3,10 +3,12 @@
     farm replay --db dashboard/demo/h200.db --db dashboard/demo/h200-llm.db --search random \\
         --search model --budget 10% --protocol family_out --seeds 10
     farm replay --db mine.db --search model --budget 10% --protocol cross_study --train other.db
+    farm replay --db mine.db --search model --search model_prior --protocol other_code
 
 Every (gpu, dtype, shape) group of the databases is searched again against its stored times, once
 per seed; a row per strategy and budget says how often the search ended within 1%, 2% and 5% of the
 group's exhaustive best, its worst miss, and Kernel Tuner's score (0: random search, 1: the optimum).
+other_code replays each code version's groups, trained on the other code versions' rows alone.
 The work is farm/search/replay.py's; this module reads the options and prints the table.
 """
 
@@ -18,8 +20,9 @@ import math
 from pathlib import Path
 
 from farm.errors import UserError
-from farm.search import STRATEGIES, Observations, load_observations, parse_budget
+from farm.search import Observations, load_observations, parse_budget
 from farm.search.replay import PROTOCOLS, RESULT_COLUMNS, load_groups, replay
+from farm.search.strategies import REPLAY_STRATEGIES, STRATEGIES
 
 
 def register(sub, add_db_argument) -> None:
@@ -40,7 +43,8 @@ def register(sub, add_db_argument) -> None:
         "--search",
         action="append",
         metavar="STRATEGY",
-        help=f"a strategy to score: {', '.join(STRATEGIES)} (repeat; default: all)",
+        help=f"a strategy to score: {', '.join(REPLAY_STRATEGIES)} "
+        f"(repeat; default: {', '.join(STRATEGIES)})",
     )
     p.add_argument(
         "--budget",
@@ -71,8 +75,8 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list, list[str]]:
     """(strategies, budgets, protocols) from the options; UserError with one line for a bad one."""
     strategies = args.search or list(STRATEGIES)
     for name in strategies:
-        if name not in STRATEGIES:
-            raise UserError(f"unknown search strategy {name!r}; known: {', '.join(STRATEGIES)}")
+        if name not in REPLAY_STRATEGIES:
+            raise UserError(f"unknown search strategy {name!r}; known: {', '.join(REPLAY_STRATEGIES)}")
     try:
         budgets = [parse_budget(b) for b in args.budget or ["10%"]]
     except ValueError as exc:
@@ -91,17 +95,20 @@ def checked(args: argparse.Namespace) -> tuple[list[str], list, list[str]]:
 def handle(args: argparse.Namespace) -> int:
     strategies, budgets, protocols = checked(args)
     groups, replayed_rows = load_groups(args.db)
+    by_code = load_groups(args.db, by_code_version=True)[0] if "other_code" in protocols else groups
     if not groups:
         raise UserError(f"no measured group to replay in {', '.join(args.db)}")
     train = load_observations(args.train) if args.train else Observations.empty()
     from tqdm import tqdm
 
-    total = len(protocols) * len(strategies) * len(budgets) * len(groups)
+    total = (
+        sum(len(by_code if p == "other_code" else groups) for p in protocols) * len(strategies) * len(budgets)
+    )
     rows = []
     with tqdm(total=total, unit="group", desc="replay", disable=args.no_progress) as bar:
         for protocol in protocols:
             found, _ = replay(
-                groups,
+                by_code if protocol == "other_code" else groups,
                 replayed_rows,
                 strategies=strategies,
                 budgets=budgets,
@@ -111,7 +118,8 @@ def handle(args: argparse.Namespace) -> int:
                 progress=lambda: bar.update(1),
             )
             rows += found
-    print(f"{len(groups)} groups x {args.seeds} seeds")
+    per_code = f" ({len(by_code)} by code version under other_code)" if "other_code" in protocols else ""
+    print(f"{len(groups)} groups{per_code} x {args.seeds} seeds")
     print(format_table(rows))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -104,11 +104,18 @@ class SearchSource:
         self._pending: list[Point] = list(baselines)
         self.size = len(baselines)
         for group, group_points in candidates.items():
+            points_of_group = budget.points(len(group_points))
             search = _Search(
                 make_strategy(
-                    strategy, group, group_points, seed=seed, observations=observations, limits=limits
+                    strategy,
+                    group,
+                    group_points,
+                    seed=seed,
+                    observations=observations,
+                    limits=limits,
+                    budget=points_of_group,
                 ),
-                budget.points(len(group_points)),
+                points_of_group,
             )
             for p in group_points:  # resume: what this environment and code already hold
                 if p in stored:

@@ -12,7 +12,10 @@ The model learns only from rows the protocol allows, and `check_no_leak` refuses
 training set holding the replayed shape:
 - shape_out: every shape of the replayed and --train databases but the replayed one;
 - family_out: also without the shapes that share two of m, n, k with it (same position);
-- cross_study: the --train databases alone (still without the replayed shape).
+- cross_study: the --train databases alone (still without the replayed shape);
+- other_code: each code version's groups, trained on the replayed databases' rows of every other
+  code version of the same GPU and dtype, the replayed shape included (what a sweep of new kernels
+  knows: the old kernels' times of the same points); the leak is a row of the replayed code version.
 """
 
 from __future__ import annotations
@@ -23,16 +26,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import select
 
 from db.export import reading
-from db.observations import OBSERVATION_COLUMNS, sweep_rows
+from db.observations import OBSERVATION_COLUMNS, SWEEP_COLUMNS
+from db.queries import frame, view
 from farm.plan import Point
 from farm.search.budget import Budget
 from farm.search.group import Group
 from farm.search.observations import Observations, _is_baseline, row_config
 from farm.search.strategies import make_strategy
 
-PROTOCOLS = ("shape_out", "family_out", "cross_study")
+PROTOCOLS = ("shape_out", "family_out", "cross_study", "other_code")
 WITHIN = (0.01, 0.02, 0.05)
 RESULT_COLUMNS = (
     "strategy",
@@ -57,6 +62,7 @@ class ReplayGroup:
     gpu_name: str
     group: Group
     times: dict[Point, float | None]
+    code_version: str = ""  # set where the groups are per code version (other_code)
     candidates: list[Point] = field(init=False)
     best_ms: float = field(init=False)
     # What a search that found no ok point ends with: the group's slowest ok time.
@@ -72,9 +78,10 @@ class ReplayGroup:
         return np.sort([self.nothing_ms if ms is None else ms for ms in self.times.values()])
 
 
-def groups_from_rows(rows: pd.DataFrame) -> list[ReplayGroup]:
-    """The groups of a stored sweep's rows (db.observations.SWEEP_COLUMNS); groups with no ok
-    candidate are left out (nothing to find)."""
+def groups_from_rows(rows: pd.DataFrame, *, by_code_version: bool = False) -> list[ReplayGroup]:
+    """The groups of a stored sweep's rows (db.observations.SWEEP_COLUMNS, and code_version where
+    by_code_version: one group per code version of a shape, else a point's first row of any);
+    groups with no ok candidate are left out (nothing to find)."""
     found: dict[tuple, dict[Point, float | None]] = {}
     for row in rows.to_dict("records"):
         if _is_baseline(row["variant"]) or int(row["block_m"]) == 0:
@@ -82,24 +89,32 @@ def groups_from_rows(rows: pd.DataFrame) -> list[ReplayGroup]:
         m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
         point = Point(row["variant"], row["dtype"], m, n, k, row_config(row))
         ms = float(row["ms"]) if row["status"] == "ok" and pd.notna(row["ms"]) else None
-        times = found.setdefault((row["gpu_name"], row["dtype"], m, n, k), {})
+        code = str(row["code_version"]) if by_code_version else ""
+        times = found.setdefault((code, row["gpu_name"], row["dtype"], m, n, k), {})
         times.setdefault(point, ms)  # a config that differs only in extras: the first row's
     return [
-        ReplayGroup(gpu, Group(dtype, m, n, k), times)
-        for (gpu, dtype, m, n, k), times in found.items()
+        ReplayGroup(gpu, Group(dtype, m, n, k), times, code_version=code)
+        for (code, gpu, dtype, m, n, k), times in found.items()
         if any(ms is not None for ms in times.values())
     ]
 
 
-def load_groups(urls: Sequence[str]) -> tuple[list[ReplayGroup], Observations]:
-    """The groups of the databases named and their ok rows (the replayed databases' observations)."""
+def load_groups(
+    urls: Sequence[str], *, by_code_version: bool = False
+) -> tuple[list[ReplayGroup], Observations]:
+    """The groups of the databases named and their ok rows (the replayed databases' observations,
+    with their code_version column)."""
+    v = view("results")
     frames = []
     for url in urls:
         with reading(url) as conn:
-            frames.append(sweep_rows(conn))
+            frames.append(
+                frame(conn, select(*(v.c[c] for c in (*SWEEP_COLUMNS, "code_version"))).order_by(v.c.id))
+            )
     rows = pd.concat(frames, ignore_index=True)
     ok = rows[(rows["status"] == "ok") & rows["ms"].notna()]
-    return groups_from_rows(rows), Observations(ok[list(OBSERVATION_COLUMNS)].reset_index(drop=True))
+    observations = Observations(ok[[*OBSERVATION_COLUMNS, "code_version"]].reset_index(drop=True))
+    return groups_from_rows(rows, by_code_version=by_code_version), observations
 
 
 def same_family(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
@@ -108,19 +123,31 @@ def same_family(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
 
 
 def excluded_shapes(shape: tuple[int, int, int], protocol: str, known: set[tuple[int, int, int]]) -> set:
+    if protocol == "other_code":  # the shape's old-code rows are the prior under test
+        return set()
     if protocol == "family_out":
         return {s for s in known if same_family(s, shape)} | {shape}
     return {shape}
 
 
 def training_pool(
-    gpu_name: str, dtype: str, protocol: str, replayed_rows: Observations, train: Observations
+    gpu_name: str,
+    dtype: str,
+    protocol: str,
+    replayed_rows: Observations,
+    train: Observations,
+    code_version: str = "",
 ) -> Observations:
     """Every row a search of this GPU and dtype may learn from before shapes are hidden: the --train
     databases' rows of the dtype, and under shape_out and family_out the replayed databases' of the
-    GPU and dtype too."""
+    GPU and dtype too; under other_code the replayed databases' rows of the GPU and dtype measured
+    by any code version but `code_version` (the replayed one), alone."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    if protocol == "other_code":
+        rows = replayed_rows.for_gpu(gpu_name, dtype).rows
+        other = rows[rows["code_version"].astype(str) != code_version].reset_index(drop=True)
+        return Observations(other)
     parts = [train.for_gpu(None, dtype).rows]
     if protocol != "cross_study":
         parts.append(replayed_rows.for_gpu(gpu_name, dtype).rows)
@@ -135,8 +162,19 @@ def training_observations(replayed: ReplayGroup, protocol: str, pool: Observatio
 
 
 def check_no_leak(replayed: ReplayGroup, protocol: str, observations: Observations) -> None:
-    """Raise LeakError if the training rows hold the replayed shape (or, under family_out, its family)."""
+    """Raise LeakError if the training rows hold the replayed shape (or, under family_out, its family;
+    under other_code, a row of the replayed code version, or rows that do not say their version)."""
     shape = replayed.group.shape
+    if protocol == "other_code":
+        rows = observations.rows
+        if not rows.empty and "code_version" not in rows:
+            raise LeakError("other_code: the training rows do not say which code version measured them")
+        if not rows.empty and (rows["code_version"].astype(str) == replayed.code_version).any():
+            raise LeakError(
+                f"other_code: the training rows hold code version {replayed.code_version} while its "
+                f"{shape[0]}x{shape[1]}x{shape[2]} ({replayed.group.dtype}, {replayed.gpu_name}) is replayed"
+            )
+        return
     for other in observations.shapes():
         if other == shape or (protocol == "family_out" and same_family(other, shape)):
             raise LeakError(
@@ -223,7 +261,7 @@ def replay_group(
     found = []
     for seed in seeds:
         strategy = make_strategy(
-            name, replayed.group, replayed.candidates, seed=seed, observations=observations
+            name, replayed.group, replayed.candidates, seed=seed, observations=observations, budget=points
         )
         found.append(search_best(strategy, replayed, points)[0])
     return GroupOutcome(
@@ -267,12 +305,12 @@ def replay(
     """Results rows (one per strategy and budget) and every group's outcome behind them. Each group's
     training set is built once and shared by every strategy, budget and seed (and so is its model)."""
     train = train if train is not None else Observations.empty()
-    pools: dict[tuple[str, str], Observations] = {}
+    pools: dict[tuple[str, str, str], Observations] = {}
     training = []
     for g in groups:
-        key = (g.gpu_name, g.group.dtype)
+        key = (g.gpu_name, g.group.dtype, g.code_version)
         if key not in pools:
-            pools[key] = training_pool(*key, protocol, replayed_rows, train)
+            pools[key] = training_pool(*key[:2], protocol, replayed_rows, train, code_version=key[2])
         training.append(training_observations(g, protocol, pools[key]))
     rows, outcomes = [], []
     for name in strategies:

@@ -186,3 +186,41 @@ def test_farm_replay_errors_are_one_line(db, tmp_path, capsys, args, message):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err
     assert message.replace("MISSING", "missing.db") in err
+
+
+@pytest.fixture(scope="module")
+def two_codes_db(tmp_path_factory):
+    """The crafted configs at two shapes, measured by code "old" (times reversed) and code "new"."""
+    times = [ms for *_, ms in CONFIGS]
+    records = []
+    for shape in SHAPES[:2]:
+        for (v, b, s, ms), old_ms in zip(CONFIGS, reversed(times)):
+            records.append(record(v, shape, block=b, split_k=s, ms=ms, code_version="new"))
+            records.append(record(v, shape, block=b, split_k=s, ms=old_ms, code_version="old"))
+    path = tmp_path_factory.mktemp("replay_codes") / "codes.db"
+    return str(build(path, [Batch(H200, records, sweep="two codes")]))
+
+
+def test_other_code_replays_each_version_trained_on_the_other(two_codes_db):
+    groups, rows = load_groups([two_codes_db], by_code_version=True)
+    assert sorted((g.code_version, g.group.shape) for g in groups) == sorted(
+        (c, s) for c in ("new", "old") for s in SHAPES[:2]
+    )
+    new = next(g for g in groups if g.code_version == "new" and g.group.shape == SHAPES[0])
+    pool = training_pool(new.gpu_name, new.group.dtype, "other_code", rows, rows.empty(), code_version="new")
+    training = training_observations(new, "other_code", pool)
+    # the old code's rows of every shape, the replayed one included: the prior a new kernel starts from
+    assert set(training.rows["code_version"]) == {"old"} and SHAPES[0] in training.shapes()
+    check_no_leak(new, "other_code", training)
+    with pytest.raises(LeakError, match="code version new"):
+        check_no_leak(new, "other_code", rows)  # the replayed code's own rows: a memory
+    with pytest.raises(LeakError, match="do not say"):
+        check_no_leak(new, "other_code", training.__class__(training.rows.drop(columns="code_version")))
+
+
+def test_farm_replay_other_code(two_codes_db, capsys):
+    argv = ["replay", "--db", two_codes_db, "--search", "grid", "--protocol", "other_code", "--seeds", "1"]
+    assert main([*argv, "--budget", "100%", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "2 groups (4 by code version under other_code) x 1 seeds" in out
+    assert "  grid  other_code    100%              1.000" in out
