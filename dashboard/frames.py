@@ -266,7 +266,8 @@ def grouping_gains(pairs: pd.DataFrame) -> pd.DataFrame:
 
     One row a shape, not a config: on the 100,000-row sample's H200 bfloat16 the page drew 8,288 marks
     (4,144 pairs, each in time and in energy) with 24 columns each, 2.2 s to show in Chromium; per shape
-    it is 388 pairs of (shape, group_m), and the table lists every config.
+    it draws 784 (196 shapes x GROUP_SIZE_M 4 and 8, in time and in energy), and the table lists every
+    config.
     """
     if "shape" not in pairs:
         pairs = grouping_pairs(pairs)
