@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 
 from db.records import CUT_SUFFIX, POWER_LIMIT_EXCESS
 from farm.clock import Block, Readings
+from farm.errors import InstrumentError
 from farm.gpu import GpuState
+from farm.instrument import PROFILER
 from farm.timing.policy import TimingPolicy
 
 
@@ -135,7 +137,9 @@ class PointSamples:
 
     @property
     def kernel(self) -> list[float]:
-        return [ms for block, first, end in self.parts for ms in block.kernel_ms[first:end]]
+        """Kernel times so far: stream times inside a profiler session; after it, CUPTI's, without the
+        launches whose activity the profile lost (farm.clock.MAX_LOST_SHARE)."""
+        return [ms for block, first, end in self.parts for ms in block.kernel_ms[first:end] if ms is not None]
 
     def done(self, policy: TimingPolicy) -> bool:
         """The stop rule, on the kernel times known so far (inside a profiler session: stream times)."""
@@ -161,7 +165,12 @@ class PointSamples:
         return cut_ms is not None and self.probe_ms is not None and self.probe_ms > cut_ms
 
     def timing(self, regime: str, min_metered_s: float = 0.0) -> PointTiming:
-        t = summarize(self.kernel)
+        kernel = self.kernel
+        if not kernel:  # every launch of it lost from a session that kept the rest
+            raise InstrumentError(
+                PROFILER, f"the profile holds no GPU activity for any of {len(self.stream)} launches"
+            )
+        t = summarize(kernel)
         metered = self.metered_s > 0 and self.metered_s >= min_metered_s
         watts = self.joules / self.metered_s if metered else None
         if watts is not None and self.power_limit_w and watts > POWER_LIMIT_EXCESS * self.power_limit_w:

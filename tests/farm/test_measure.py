@@ -768,8 +768,9 @@ def test_energy_updates_ignore_a_meter_without_a_counter():
 
 
 @NO_CUDA_PROFILING
-def test_cuda_clock_profiled_session_keeps_stream_times_where_cupti_saw_nothing(cpu_cuda_clock):
-    """No GPU here: the profiler records no kernels, so every launch keeps its stream time."""
+def test_cuda_clock_on_the_cpu_keeps_stream_times_as_kernel_times(cpu_cuda_clock):
+    """No GPU here: the profiler records no kernels, so every launch keeps its stream time (on a GPU a
+    session that lost launches is the instrument's fault: test_a_session_that_lost_launches_*)."""
     launches = [lambda: time.sleep(0.001), lambda: time.sleep(0.002)]
     with cpu_cuda_clock.profiled():
         first = cpu_cuda_clock.run(launches, [1e-3] * 2, profile=True)

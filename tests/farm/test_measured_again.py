@@ -295,3 +295,71 @@ def test_whose_fault(exc, instrument):
         assert (again.instrument, str(again)) == (instrument, str(fault)) and str(fault).startswith(
             instrument
         )
+
+
+@pytest.fixture
+def on_gpu(on_cuda_clock, monkeypatch):
+    """The CudaClock as on a GPU: a launch without GPU activity in the profile is lost, not a CPU's."""
+    monkeypatch.setattr(on_cuda_clock, "device", torch.device("cuda"))
+    return on_cuda_clock
+
+
+def read_by_cupti(clock, lost=lambda i: False):
+    """A profile as a GPU's would read: each launch's kernel time 0.9 of its stream time; None (lost)
+    for the launches `lost(i)` names, i counted over the session."""
+
+    def profile(result):
+        stream = [ms for block, _ in clock._pending for ms in block.stream_ms]
+        return [None if lost(i) else 0.9 * ms for i, ms in enumerate(stream)]
+
+    return profile
+
+
+def planted_sessions(monkeypatch, clock, profiles):
+    """kernel_ms_per_launch answers session i with profiles[i] (the last for any later one)."""
+    calls = []
+
+    def call(events, n):
+        calls.append(1)
+        return profiles[min(len(calls), len(profiles)) - 1](n)
+
+    monkeypatch.setattr(farm.clock, "kernel_ms_per_launch", call)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("second", "status"),
+    [
+        pytest.param("kept", Status.OK, id="right-the-second-time"),
+        pytest.param("lost", Status.INSTRUMENT_ERROR, id="twice"),
+    ],
+)
+def test_a_session_that_lost_launches_is_the_instruments_fault(worker, on_gpu, monkeypatch, second, status):
+    """A launch the profile lost was read as its stream time (ms == stream_ms, launch gaps included:
+    a resumed H100 sweep's last batches); now a session that lost them is the profiler's fault: timed
+    again, then instrument_error, never a time."""
+    every = read_by_cupti(on_gpu, lost=lambda i: True)
+    sessions = planted_sessions(
+        monkeypatch, on_gpu, [every, every if second == "lost" else read_by_cupti(on_gpu)]
+    )
+    records, timing = run(worker, batch_of(monkeypatch, torch_matmul()))
+    assert len(sessions) == 2 and len(timing) == 2
+    assert [r.status for r in records] == [status, status]
+    for r in records:
+        if status == Status.OK:
+            assert r.ms == pytest.approx(0.9 * r.stream_ms, rel=0.2) and r.ms < r.stream_ms
+        else:
+            assert r.ms is None
+            assert r.error.splitlines()[0] == (
+                "torch.profiler: the profile holds no GPU activity for 4 of the session's 4 launches"
+            )
+
+
+def test_a_launch_lost_from_a_session_that_kept_the_rest_is_no_sample(worker, on_gpu, monkeypatch):
+    """One lost launch in 40 (under farm.clock.MAX_LOST_SHARE): dropped from its point's samples, not
+    replaced by its stream time."""
+    policy = POLICY.model_copy(update={"min_reps": 20, "max_reps": 20})
+    planted_sessions(monkeypatch, on_gpu, [read_by_cupti(on_gpu, lost=lambda i: i == 0)])
+    records, timing = run(worker, batch_of(monkeypatch, torch_matmul()), policy)
+    assert len(timing) == 1 and [r.status for r in records] == [Status.OK, Status.OK]
+    assert sorted(r.reps for r in records) == [19, 20]
