@@ -168,7 +168,7 @@ class PointSamples:
         kernel = self.kernel
         if not kernel:  # every launch of it lost from a session that kept the rest
             raise InstrumentError(
-                PROFILER, f"the profile holds no GPU activity for any of {len(self.stream)} launches"
+                PROFILER, f"the profile lost the GPU work of all {len(self.stream)} of the point's launches"
             )
         t = summarize(kernel)
         metered = self.metered_s > 0 and self.metered_s >= min_metered_s

@@ -327,20 +327,29 @@ def planted_sessions(monkeypatch, clock, profiles):
     return calls
 
 
+def slivers(clock):
+    """Every launch read as the five impossible cuBLAS rows did: 0.75 us of memset in 180 us of stream."""
+    kept = read_by_cupti(clock)
+    return lambda n: [ms / 0.9 * 0.75 / 180 for ms in kept(n)]
+
+
 @pytest.mark.parametrize(
-    ("second", "status"),
+    ("lost", "second", "status"),
     [
-        pytest.param("kept", Status.OK, id="right-the-second-time"),
-        pytest.param("lost", Status.INSTRUMENT_ERROR, id="twice"),
+        pytest.param("no-activity", "kept", Status.OK, id="no-activity-then-right"),
+        pytest.param("no-activity", "lost", Status.INSTRUMENT_ERROR, id="no-activity-twice"),
+        pytest.param("slivers", "lost", Status.INSTRUMENT_ERROR, id="slivers-twice"),
     ],
 )
-def test_a_session_that_lost_launches_is_the_instruments_fault(worker, on_gpu, monkeypatch, second, status):
+def test_a_session_that_lost_launches_is_the_instruments_fault(
+    worker, on_gpu, monkeypatch, lost, second, status
+):
     """A launch the profile lost was read as its stream time (ms == stream_ms, launch gaps included:
-    a resumed H100 sweep's last batches); now a session that lost them is the profiler's fault: timed
-    again, then instrument_error, never a time."""
-    every = read_by_cupti(on_gpu, lost=lambda i: True)
+    a resumed H100 sweep's last batches), or as the sliver it kept (a memset); now a session that lost
+    them is the profiler's fault: timed again, then instrument_error, never a time."""
+    bad = read_by_cupti(on_gpu, lost=lambda i: True) if lost == "no-activity" else slivers(on_gpu)
     sessions = planted_sessions(
-        monkeypatch, on_gpu, [every, every if second == "lost" else read_by_cupti(on_gpu)]
+        monkeypatch, on_gpu, [bad, bad if second == "lost" else read_by_cupti(on_gpu)]
     )
     records, timing = run(worker, batch_of(monkeypatch, torch_matmul()))
     assert len(sessions) == 2 and len(timing) == 2
@@ -351,15 +360,32 @@ def test_a_session_that_lost_launches_is_the_instruments_fault(worker, on_gpu, m
         else:
             assert r.ms is None
             assert r.error.splitlines()[0] == (
-                "torch.profiler: the profile holds no GPU activity for 4 of the session's 4 launches"
+                "torch.profiler: the profile lost the GPU work of 4 of the session's 4 launches "
+                "(no activity, or under 1/50 of their stream time)"
             )
 
 
-def test_a_launch_lost_from_a_session_that_kept_the_rest_is_no_sample(worker, on_gpu, monkeypatch):
+@pytest.mark.parametrize(
+    "one_launch",
+    [
+        pytest.param(lambda ms: None, id="no-activity"),
+        # what the five impossible cuBLAS rows read: 0.75 us of memset in 180 us of stream
+        pytest.param(lambda ms: ms * 0.75 / 180, id="a-sliver"),
+    ],
+)
+def test_a_launch_lost_from_a_session_that_kept_the_rest_is_no_sample(
+    worker, on_gpu, monkeypatch, one_launch
+):
     """One lost launch in 40 (under farm.clock.MAX_LOST_SHARE): dropped from its point's samples, not
     replaced by its stream time."""
     policy = POLICY.model_copy(update={"min_reps": 20, "max_reps": 20})
-    planted_sessions(monkeypatch, on_gpu, [read_by_cupti(on_gpu, lost=lambda i: i == 0)])
+    kept = read_by_cupti(on_gpu)
+
+    def first_lost(n):
+        times = kept(n)
+        return [one_launch(times[0] / 0.9), *times[1:]]
+
+    planted_sessions(monkeypatch, on_gpu, [first_lost])
     records, timing = run(worker, batch_of(monkeypatch, torch_matmul()), policy)
     assert len(timing) == 1 and [r.status for r in records] == [Status.OK, Status.OK]
     assert sorted(r.reps for r in records) == [19, 20]
