@@ -17,6 +17,19 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def worker():
+    """A GpuWorker on the interpreter backend, in process (no Ray): a module's batches run through it."""
+    import os
+
+    from farm.worker import GpuWorker
+
+    os.environ["TRITON_INTERPRET"] = "1"
+    w = GpuWorker([], backend="interpreter", compile_threads=1)
+    yield w
+    w.pool.shutdown()
+
+
 @pytest.fixture
 def tiny_spec(tmp_path) -> Path:
     return write_spec(tmp_path)

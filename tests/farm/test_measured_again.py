@@ -43,18 +43,6 @@ KINETO_ASSERT = (
 POLICY = TimingPolicy(min_reps=2, max_reps=2, regime="interleaved", energy_window_s=0.0, min_metered_s=0.0)
 
 
-@pytest.fixture(scope="module")
-def worker():
-    import os
-
-    from farm.worker import GpuWorker
-
-    os.environ["TRITON_INTERPRET"] = "1"
-    w = GpuWorker([], backend="interpreter", compile_threads=1)
-    yield w
-    w.pool.shutdown()
-
-
 class FakeEvent:
     """A CUDA event the CPU records: the fake GPU reaches it at once."""
 

@@ -8,18 +8,6 @@ from farm.timing.policy import TimingPolicy
 from kernels import MatmulConfig
 
 
-@pytest.fixture(scope="module")
-def worker():
-    import os
-
-    from farm.worker import GpuWorker
-
-    os.environ["TRITON_INTERPRET"] = "1"
-    w = GpuWorker([], backend="interpreter", compile_threads=1)
-    yield w
-    w.pool.shutdown()
-
-
 @pytest.mark.parametrize("regime", ["steady", "interleaved"])
 def test_records_carry_regime_and_three_times(worker, regime):
     # 40x24x48: a ragged grid of 16x16 tiles (3x2), one point of each of two variants
