@@ -13,7 +13,7 @@ in Debian's Chromium, against `farm dashboard --headless` (websocket, Arrow, Veg
 Budget: 2 s a page. --pages times only the pages named (their file names: grouping, compare ...), in
 the sidebar's order; in the browser each still follows the default page's first visit.
 Prints a table per page; docs/results/dashboard.md keeps it, with the machine. Time: building the
-100k-row database about 7 s (once), then --reps renders of each of the 8 pages, cold and warm (under
+100k-row database about 7 s (once), then --reps renders of each of the 10 pages, cold and warm (under
 0.5 s each on a 2-core VM), and with --browser a fresh server and a click per repetition.
 """
 
