@@ -77,7 +77,6 @@ def speedup_scatter(
         table[(table.tiles_per_sm > 0) & (table.speedup > 0)],
         "shape m n k gflop tiles_per_sm speedup speedup_lo speedup_hi verdict unsplit_ms unsplit_config "
         "split_ms split_config split_split_k unsplit_sm_clock_mhz throttled eager_speedup "
-        "unsplit_eager_config split_eager_config "
         + parts.fidelity_columns("unsplit_")
         + " "
         + parts.fidelity_columns("split_"),
@@ -86,7 +85,11 @@ def speedup_scatter(
         blocks[(blocks.tiles_per_sm > 0) & (blocks.speedup > 0)],
         "shape m n k block_m block_n tiles_per_sm best_split_k config speedup unsplit_ms split_ms",
     )
-    eager = pts[pts.eager_speedup > 0]
+    # The diamonds' own rows and columns: a second copy of every column of pts was 94 kB of Arrow.
+    eager = parts.only_columns(
+        table[(table.tiles_per_sm > 0) & (table.speedup > 0) & (table.eager_speedup > 0)],
+        "shape m n k tiles_per_sm eager_speedup speedup unsplit_eager_config split_eager_config",
+    )
     yscale, yaxis = parts.ratio_scale(
         pd.concat([pts.speedup_lo, pts.speedup_hi, light.speedup, eager.eager_speedup])
     )
@@ -111,7 +114,9 @@ def speedup_scatter(
         )
     )
     base = alt.Chart(pts, description="best split against best unsplit")
-    bars = base.mark_rule(strokeWidth=2).encode(x=x, y="speedup_lo:Q", y2="speedup_hi:Q", color=colour)
+    bars = base.mark_rule(strokeWidth=2).encode(
+        x=x, y=alt.Y("speedup_lo:Q"), y2=alt.Y2("speedup_hi:Q"), color=colour
+    )
     # Dot area by the problem's work: the large shapes, where a speedup saves the most time, stand out
     # and carry their shape as text.
     # No size legend: Vega lists a continuous size in 7 rows, taller than the plot (its GFLOP is in the
@@ -181,9 +186,12 @@ def speedup_scatter(
         else pts.assign(side=pd.Series(dtype=str))
     )
     labels = [
-        alt.Chart(named[named.side == side], description=description)
+        alt.Chart(
+            parts.only_columns(named[named.side == side], "shape tiles_per_sm speedup"),
+            description=description,
+        )
         .mark_text(align=side_align, dx=dx, dy=-LABEL_OFFSET_PX, fontSize=10, color="#333")
-        .encode(x=x, y=alt.Y("speedup:Q", scale=yscale), text="shape:N", tooltip=parts.NO_TIP)
+        .encode(x=x, y=alt.Y("speedup:Q", scale=yscale), text=alt.Text("shape:N"), tooltip=parts.NO_TIP)
         for side, side_align, dx, description in (
             ("right", "left", LABEL_OFFSET_PX, "shape labels"),
             ("left", "right", -LABEL_OFFSET_PX, "shape labels, left of the dot"),
@@ -218,11 +226,11 @@ def speedup_curve(curve: pd.DataFrame, shape: str, streamk_speedup: float, note:
         title="SPLIT_K",
     )
     tips = [
-        "split_k:Q",
+        alt.Tooltip("split_k:Q"),
         alt.Tooltip("speedup:Q", format=".3f"),
         alt.Tooltip("ms:Q", format=".4g"),
-        "variant:N",
-        "config_key:N",
+        alt.Tooltip("variant:N"),
+        alt.Tooltip("config_key:N"),
     ]
     curve = parts.only_columns(curve, "split_k speedup speedup_lo speedup_hi ms variant config_key")
     yscale, yaxis = parts.ratio_scale(
@@ -239,7 +247,9 @@ def speedup_curve(curve: pd.DataFrame, shape: str, streamk_speedup: float, note:
         ),
         tooltip=tips,
     )
-    band = base.mark_rule(strokeWidth=2, opacity=0.6).encode(x=x, y="speedup_lo:Q", y2="speedup_hi:Q")
+    band = base.mark_rule(strokeWidth=2, opacity=0.6).encode(
+        x=x, y=alt.Y("speedup_lo:Q"), y2=alt.Y2("speedup_hi:Q")
+    )
     layers = [
         parts.noise_band("speedup"),
         band,

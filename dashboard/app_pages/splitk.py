@@ -40,7 +40,7 @@ st.caption(
 scope, best = widgets.scoped(
     queries.splitk_best, what="split-K or stream-K rows next to unsplit ones", preset="splitk"
 )
-widgets.conclude(lead, conclusions.splitk, **scope.filters)
+lead.markdown(f"**{conclusions.splitk_said(best)}**")  # conclusions.splitk, from the rows held here
 widgets.throttle_badge(**scope.filters)
 widgets.regime_badge(**scope.filters)
 ids = [int(i) for i in (*best.unsplit_id.dropna(), *best.split_id.dropna())]

@@ -48,6 +48,34 @@ def test_splitk_best_is_best_split_over_best_unsplit_not_the_best_block_ratio(ve
     assert dict(zip(curve.split_k, curve.speedup)) == pytest.approx({1: 1.0, 4: kit.VERDICT_SPEEDUP})
 
 
+# One shape's unsplit and split rows, (variant, block, split_k) -> (ms, host_ms): each query ranks only
+# the rows near its side's least time (db.queries.splitk.near_least), and must still pick the winner a
+# ranking of every row picks. Stream time is ms, so eager time is max(ms, host_ms).
+NEAR_LEAST = {
+    ("grouped", (64, 64, 64), 1): (0.100, 0.010),  # ties B on ms, wins on eager time (0.100 < 0.105)
+    ("grouped", (128, 64, 64), 1): (0.100, 0.105),  # B
+    ("grouped", (128, 128, 64), 1): (0.120, 0.010),
+    ("splitk", (64, 64, 64), 2): (0.030, 0.050),  # least eager time, host-bound: 5% ties it
+    ("splitk", (64, 64, 64), 4): (0.025, 0.052),  # within 5% of it and faster kernels: the eager pick
+    ("splitk", (64, 64, 64), 8): (0.020, 0.060),  # fastest kernels (the kernel-time pick), 20% over
+}
+
+
+def test_splitk_queries_rank_only_rows_near_the_least_and_keep_the_winners(tmp_path: Path) -> None:
+    records = [
+        kit.record(v, kit.VERDICT_SHAPE, env=kit.H200, ms=ms, host_ms=host, block=block, split_k=s)
+        for (v, block, s), (ms, host) in NEAR_LEAST.items()
+    ]
+    db = kit.build(tmp_path / "near.db", [kit.Batch(kit.H200, records, sweep="near")])
+    [best] = on(db, queries.splitk_best).itertuples()
+    assert (best.unsplit_ms, best.unsplit_block_m, best.unsplit_block_n) == (0.100, 64, 64)
+    assert (best.split_ms, best.split_split_k) == (0.020, 8)
+    [eager] = on(db, queries.splitk_eager).itertuples()
+    assert (eager.unsplit_eager_ms, eager.unsplit_eager_config_key) == (0.100, best.unsplit_config_key)
+    assert (eager.split_eager_ms, eager.split_eager_split_k) == (0.052, 4)
+    assert eager.eager_speedup == pytest.approx(0.100 / 0.052)
+
+
 def test_hybrid_stream_k_is_stream_k_not_the_unsplit_baseline(tmp_path: Path) -> None:
     """streamk_hybrid splits K for its last partial wave: the fastest row of the shape, it must sit
     beside split-K (streamk_) and leave the unsplit baseline to the tiled grid."""
