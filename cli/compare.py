@@ -107,9 +107,7 @@ def parse_threshold(text: str) -> float:
     except ValueError:
         value = math.nan
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(
-            f"threshold {text!r}: give a percentage between 0 and 100 (e.g. 3%)"
-        )
+        raise argparse.ArgumentTypeError(f"threshold {text!r}: give a percentage between 0 and 100 (e.g. 3%)")
     return value
 
 
