@@ -79,7 +79,8 @@ if study_of[a] != study_of[b]:
 if cmp.points.empty:
     st.info("These runs share no ok point (same GPU model, variant, dtype, shape and config).")
     st.stop()
-(st.error if judged.failed else st.success)(
+# a regression is the page's finding, not its failure: a warning (an error box means the page broke)
+(st.warning if judged.failed else st.success)(
     f"`farm compare --runs {a} {b}`: {judged.verdict()}", icon=":material/rule:"
 )
 key = list(queries.RUN_POINT)
