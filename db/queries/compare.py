@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, and_, func, select
 
 from db.errors import DatabaseError
 from db.fetch import fetch
@@ -134,13 +134,6 @@ def shared_rows(conn: Connection, run_a: int, run_b: int) -> tuple[pd.DataFrame,
     return sides[int(run_a)], sides[int(run_b)]
 
 
-def _all(conditions: list) -> Any:
-    out = conditions[0]
-    for c in conditions[1:]:
-        out = out & c
-    return out
-
-
 def _one_per_point(df: pd.DataFrame) -> pd.DataFrame:
     df = df.sort_values(["ms", "id"]).drop_duplicates(list(RUN_POINT))
     return df.drop(columns="id").reset_index(drop=True)
@@ -177,13 +170,11 @@ def _pairing(conn: Connection, run_a: int, run_b: int) -> tuple[int, int, Any, A
     counts = {int(i): int(n) for i, n in conn.execute(rows.group_by(m.c.sweep_id))}
     small, big = sorted((int(run_a), int(run_b)), key=lambda r: (counts.get(r, 0), r))
     s, g = view("run_results").alias("s"), view("run_results").alias("g")
-    on = _all(
-        [
-            *(g.c[c] == s.c[c] for c in RUN_POINT),
-            *(g.c[c].is_not_distinct_from(s.c[c]) for c in RUN_CONFIG),
-            g.c.status == "ok",
-            g.c.latest.in_([0, 1]),
-        ]
+    on = and_(
+        *(g.c[c] == s.c[c] for c in RUN_POINT),
+        *(g.c[c].is_not_distinct_from(s.c[c]) for c in RUN_CONFIG),
+        g.c.status == "ok",
+        g.c.latest.in_([0, 1]),
     )
     return small, big, s, g, on
 

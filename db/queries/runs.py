@@ -28,8 +28,7 @@ from db.splitk_rule import SIDES
 RUN_POINT_COLUMNS = (
     *RUN_POINT, "ms_a", "ms_p20_a", "ms_p80_a", "ms_b", "ms_p20_b", "ms_p80_b", "ratio_b_over_a", "verdict",
 )  # fmt: skip
-_RUN_SHAPE = RUN_SHAPE
-_GROUP_PAIR = (*_RUN_SHAPE, "variant", *RUN_CONFIG[:-1])
+_GROUP_PAIR = (*RUN_SHAPE, "variant", *RUN_CONFIG[:-1])
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ def compare_runs(
     out["verdict"] = ["same" if o else ("faster" if f else "slower") for o, f in zip(overlap, faster)]
     out = out.sort_values(list(RUN_POINT)).reset_index(drop=True)
     effects = [(_splitk_effect(r), _grouping_effect(r)) for r in (a, b)]
-    splitk = _pair_effect(effects[0][0], effects[1][0], list(_RUN_SHAPE), "speedup")
+    splitk = _pair_effect(effects[0][0], effects[1][0], list(RUN_SHAPE), "speedup")
     grouping = _pair_effect(effects[0][1], effects[1][1], [*_GROUP_PAIR, "group_m"], "gain")
     n = len(out)
     verdicts = Counter(out.verdict)
@@ -116,7 +115,7 @@ def _median(values: pd.Series) -> float:
 
 def _splitk_effect(rows: pd.DataFrame) -> pd.DataFrame:
     """Per shape: best unsplit ms over best split ms (splitk_best's speedup)."""
-    best = [rows[rows.splitk_side == s].groupby(list(_RUN_SHAPE)).ms.min().rename(s) for s in SIDES]
+    best = [rows[rows.splitk_side == s].groupby(list(RUN_SHAPE)).ms.min().rename(s) for s in SIDES]
     both = pd.concat(best, axis=1, join="inner")
     return (both.unsplit / both.split).rename("speedup").reset_index()
 
