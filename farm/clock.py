@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from db.physics import STREAM_SPREAD
+from db.physics import STREAM_SPREAD, lost_kernels
 from farm.cupti import LAUNCH_LABEL, activities, kernel_ms_per_launch
 from farm.energy import EnergyPoller, span_joules
 from farm.errors import InstrumentError
@@ -217,7 +217,7 @@ class CudaClock:
             if on_gpu:
                 stream = [ms for block, _ in self._pending for ms in block.stream_ms]
                 kernel = [
-                    None if ms is not None and kept_too_little(ms, s) else ms for ms, s in zip(kernel, stream)
+                    None if ms is not None and lost_kernels(ms, s) else ms for ms, s in zip(kernel, stream)
                 ]
             lost = sum(ms is None for ms in kernel)
             if on_gpu and lost > MAX_LOST_SHARE * len(kernel):
@@ -430,14 +430,6 @@ class CudaClock:
                 time.sleep(POLL_S)
         torch.cuda.synchronize(self.device)
         return clocks, state
-
-
-def kept_too_little(kernel_ms: float, stream_ms: float) -> bool:
-    """Did the profile keep only a sliver of a launch's GPU work? Its kernels run inside its stream time,
-    so a kernel time under 1/db.physics.STREAM_SPREAD of it is a profile that lost the launch's main
-    kernel: a resumed H100 sweep stored cuBLAS at 0.75-1.0 us (a workspace memset) against 19.5-222 us of
-    stream time at five shapes. Such a launch counts as lost."""
-    return stream_ms > STREAM_SPREAD * kernel_ms
 
 
 def _reset_profiler() -> None:
