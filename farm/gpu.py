@@ -172,8 +172,9 @@ class Gpu:
             return pynvml.nvmlDeviceGetMaxClockInfo(self._nvml, pynvml.NVML_CLOCK_SM)
 
     def peaks(self) -> tuple[float, float]:
-        """The roofline's peaks (db.physics): dense bf16 TFLOP/s from the datasheet and DRAM GB/s from
-        NVML; 0 where unknown, and on the CPU (the interpreter's times are CPU times)."""
+        """The roofline's peaks (db.physics, the environment's peak columns): dense bf16 TFLOP/s from the
+        datasheet and DRAM GB/s from NVML; 0 where unknown, and on the CPU (the interpreter's times are CPU
+        times)."""
         if self.backend != Backend.CUDA:
             return 0.0, 0.0
         return _datasheet_tflops(self.name), self._peak_gbps()
@@ -198,6 +199,7 @@ class Gpu:
         return pynvml.nvmlSystemGetDriverVersion()
 
     def environment(self) -> EnvironmentInfo:
+        peak_tflops, peak_gbps = self.peaks()
         return EnvironmentInfo(
             gpu_name=self.name,
             sm_count=self.limits.sm_count,
@@ -213,8 +215,8 @@ class Gpu:
             host=socket.gethostname(),
             project_version=project_version(),
             backend=self.backend,
-            peak_tflops=_datasheet_tflops(self.name) if self.backend == Backend.CUDA else 0.0,
-            peak_gbps=self._peak_gbps(),
+            peak_tflops=peak_tflops,
+            peak_gbps=peak_gbps,
         )
 
     def worker_name(self) -> str:
