@@ -18,7 +18,9 @@ strides, dtypes, devices and objective takes directly (kernels/op.py, `Routes`; 
 A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
 and k), preferring shapes whose rows are aligned as the problem's are (16-byte rows or not:
 `kernels.space.unaligned_rows` says why that decides between cuBLAS and TMA; a problem of aligned rows
-takes no shape of unaligned ones: `aligned_shapes`), then shapes of the same bucket (`shape_bucket`:
+takes no shape of unaligned ones: `aligned_shapes`; carried from aligned rows to unaligned ones, a TMA
+entry serves on padded copies and the other times count slower: `across_alignment`), then shapes
+of the same bucket (`shape_bucket`:
 a decode-sized M, a skinny output with long K, or the rest). At that shape each Triton entry is
 fitted to the problem (its GROUP_SIZE_M cut to the problem's tile rows, its split of K to the programs
 the tuned shape launched: `wave_matched_split`) and its time there estimated in rounds of programs on
@@ -48,6 +50,7 @@ a grid of shapes from each shipped database's export):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import warnings
@@ -65,7 +68,7 @@ from kernels.persistent_tma import TmaUnsupported
 from kernels.registry import UnknownVariantError, Variant, get_variant
 from kernels.schedule import multiprocessor_count
 from kernels.sizes import cdiv
-from kernels.space import Problem, dtype_name, effective_group_m, unaligned_rows
+from kernels.space import TMA_ALIGN_BYTES, Problem, dtype_name, effective_group_m, unaligned_rows
 from kernels.tuned import TunedConfigs, TunedEntry
 
 BEST_CONFIGS_ENV = "FARM_BEST_CONFIGS"
@@ -83,6 +86,21 @@ SKINNY_K_RATIO = 8
 # one do_bench measure's spread between runs (cuBLAS at 1024x1024x16384: 53.4-55.3 us over three runs).
 SHORT_CALL_MS = 0.1
 SHORT_CALL_MARGIN = 1.05
+# Times measured on 16-byte aligned rows, carried to a problem whose rows are not (`across_alignment`).
+# cuBLAS and the pointer kernels both slow down there: on the H100 study's five unaligned shapes cuBLAS
+# read 81-114 TFLOP/s and the best of grouped and splitk 89-156, where their aligned neighbours read
+# 344-785 (1024^3 to 4096^3; dashboard/demo/h100-study.db); on the H200 cuBLAS read 122-167 TFLOP/s at
+# 2000x3000x1500, 4097^3, 4096x32001x4096 and 2048x50257x768 against 657-701 at 4096^3
+# (docs/results/vs_libraries_h200.csv). Such a time counts UNALIGNED_SLOWDOWN times slower: 2, under
+# every slowdown measured (3.7-7.7x).
+UNALIGNED_SLOWDOWN = 2.0
+# The TMA kernels are the exception: on padded copies (kernels/pitched.py) they run the aligned kernel
+# they were tuned as, plus the copy. persistent_tma serves as its padded twin; the others pad themselves.
+PADDED_TWIN = {"persistent_tma": "persistent_tma_pad"}
+PADS_ROWS = frozenset({"persistent_tma_pad", "persistent_tma_bands"})
+# The copy's rate, read and write of each padded operand: 262 MB of B at 4096x32001x4096 took 0.155 ms on
+# the H200 (3.4 TB/s of traffic); the H100's 3.35 TB/s of HBM3 copies at about 2.5.
+PAD_COPY_BYTES_PER_MS = 2.5e9
 
 
 def shape_bucket(m: int, n: int, k: int) -> str:
@@ -128,11 +146,14 @@ class Candidate:
 
     entry: TunedEntry
     config: MatmulConfig
-    ratio: float
+    ratio: float  # in rounds (`rounds_ratio`); the library's time at the tuned shape scales by it too
+    # carried across alignment (`across_alignment`): UNALIGNED_SLOWDOWN, or the padded copies' time
+    slowdown: float = 1.0
+    copy_ms: float = 0.0
 
     @property
     def ms(self) -> float:
-        return self.entry.ms * self.ratio
+        return self.entry.ms * self.ratio * self.slowdown + self.copy_ms
 
     @property
     def eager_wait_ms(self) -> float:
@@ -171,6 +192,30 @@ def serving_order(candidates: list[Candidate], objective: str = EAGER) -> list[C
     if objective == KERNEL or not candidates or min(c.ms for c in candidates) >= SHORT_CALL_MS:
         return sorted(candidates, key=lambda c: c.ms)
     return sorted(candidates, key=lambda c: c.eager_wait_ms)
+
+
+def across_alignment(shape: tuple[int, int, int], problem: Problem) -> bool:
+    """Whether a time tuned at `shape` is carried from 16-byte aligned rows to a problem of unaligned ones."""
+    return unaligned_rows(problem) is not None and unaligned_rows(Problem(*shape, problem.dtype)) is None
+
+
+def pad_copy_ms(problem: Problem) -> float:
+    """The padded copies' time: a read and a write of each operand whose rows are not 16-byte aligned (A
+    where K is odd, B where N is; C is stored into padded rows, no copy: kernels/persistent_tma.py)."""
+    copied = problem.m * problem.k * (problem.k * problem.elem_bytes % TMA_ALIGN_BYTES != 0)
+    copied += problem.k * problem.n * (problem.n * problem.elem_bytes % TMA_ALIGN_BYTES != 0)
+    return 2 * copied * problem.elem_bytes / PAD_COPY_BYTES_PER_MS
+
+
+def library_rival(library: TunedEntry, shape: tuple[int, int, int], problem: Problem) -> TunedEntry:
+    """The library's entry at `shape` as a rival for `problem`: as measured, but UNALIGNED_SLOWDOWN times
+    slower when carried across alignment (its host time stands: the call's Python and launch do not
+    depend on the rows). With the export of a sweep of five aligned shapes only, the unaligned 2500^3
+    (5,000-byte rows) was decided from an aligned shape where cuBLAS had won, and cuBLAS ran 193 us against
+    Inductor's Triton GEMM's 74.5 (H100 bf16)."""
+    if not across_alignment(shape, problem):
+        return library
+    return dataclasses.replace(library, ms=library.ms * UNALIGNED_SLOWDOWN)
 
 
 def beats_library(candidate: Candidate, library: TunedEntry | None, objective: str = EAGER) -> bool:
@@ -303,7 +348,14 @@ class Dispatcher:
     ) -> Candidate:
         # A group taller than the problem's tile rows walks them as group_m = rows does.
         config = wave_matched_split(effective_group_m(entry.config, problem), shape, problem)
-        return Candidate(entry, config, rounds_ratio(entry.config, config, shape, problem, programs))
+        ratio = rounds_ratio(entry.config, config, shape, problem, programs)
+        if not across_alignment(shape, problem):
+            return Candidate(entry, config, ratio)
+        # see UNALIGNED_SLOWDOWN
+        entry = dataclasses.replace(entry, variant=PADDED_TWIN.get(entry.variant, entry.variant))
+        if entry.variant in PADS_ROWS:
+            return Candidate(entry, config, ratio, copy_ms=pad_copy_ms(problem))
+        return Candidate(entry, config, ratio, slowdown=UNALIGNED_SLOWDOWN)
 
     def _choose(
         self, m: int, n: int, k: int, dtype: torch.dtype, gpu_name: str, programs: int, objective: str
@@ -327,7 +379,7 @@ class Dispatcher:
         )
         for shape in order:
             entries = shapes[shape]
-            libraries = [e for e in entries if e.variant == LIBRARY]
+            libraries = [library_rival(e, shape, problem) for e in entries if e.variant == LIBRARY]
             candidates = [
                 self._candidate(e, shape, problem, programs) for e in entries if tile_variant(e) is not None
             ]

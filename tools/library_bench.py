@@ -35,14 +35,16 @@ from kernels.tuned import TunedConfigs, TunedEntry
 from tools.library_table import CONTENDERS, Row, is_skinny_k, write_csv
 
 Shape = tuple[int, int, int]
+# Suites served only from what the tuned suites (or `best`) chose, never tuned for the dispatcher
+# itself (benchmarks/vs_libraries.py's SUITES)
+HELD_OUT_SUITES = frozenset({"heldout", "unseen"})
 
 
 @dataclass
 class BenchRun:
     """One run of the bench, as benchmarks/vs_libraries.py's options give it."""
 
-    # the suites to run, in order: name -> shapes; "heldout" is served only from what the tuned
-    # suites (or `best`) chose, never tuned for the dispatcher itself
+    # the suites to run, in order: name -> shapes (HELD_OUT_SUITES served from what others chose)
     suites: dict[str, list[Shape]]
     dtypes: list[str]  # kernels.DTYPES names
     out: str | Path  # the table's CSV (its tuning beside it: `tuning_path`)
@@ -310,9 +312,9 @@ def run(job: BenchRun) -> list[Row]:
     tunings: list[TunedEntry] = []  # every shape's, held-out too: `tuning_path`
     given = [e for path in job.best for e in TunedConfigs.load(path).entries]
     for suite, shapes in job.suites.items():
-        heldout = suite == "heldout"
+        heldout = suite in HELD_OUT_SUITES
         if heldout and not given and not tuned_entries:
-            sys.exit("the heldout suite needs --best (or tuned suites earlier in the same run)")
+            sys.exit(f"the {suite} suite needs --best (or tuned suites earlier in the same run)")
         for dtype_name_ in job.dtypes:
             dtype = DTYPES[dtype_name_]
             for m, n, k in shapes:

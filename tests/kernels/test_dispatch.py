@@ -88,8 +88,8 @@ def test_configs_illegal_for_the_problem_are_skipped(best):
     dispatch = Dispatcher.load(best)
     # control: 96x96x96 takes its fastest entry
     assert dispatch.choose(96, 96, 96, torch.float16, GPU, programs=SMS).variant == "persistent_tma"
-    # N = 97 halves is 194 B a row: no TMA descriptor; the next entry at that shape serves it.
-    assert dispatch.choose(96, 97, 96, torch.float16, GPU, programs=SMS).variant == "grouped"
+    # N = 97 halves is 194 B a row: no TMA descriptor on B as it is; the config serves on padded copies
+    assert dispatch.choose(96, 97, 96, torch.float16, GPU, programs=SMS).variant == "persistent_tma_pad"
 
 
 def test_unaligned_rows_prefer_a_tuned_shape_that_is_unaligned_too(tmp_path):
@@ -285,6 +285,42 @@ def test_an_aligned_problem_takes_no_verdict_from_a_shape_of_unaligned_rows(tmp_
         768, 768, 12288, torch.bfloat16, GPU, programs=SMS
     )
     assert farther.tuned_shape == (16384, 16384, 16384)
+
+
+def test_an_unaligned_problem_decided_from_aligned_shapes_runs_tma_on_padded_copies(tmp_path):
+    """With a sweep of aligned shapes only, the unaligned 2500^3 (5,000-byte rows) took 2048^3's cuBLAS win
+    and ran 193 us against Inductor's 74.5 (H100 bf16): on unaligned rows cuBLAS and the pointer kernels
+    slow down 4-8x (the H100 study's five unaligned shapes: 81-156 TFLOP/s against 344-785 aligned),
+    while TMA on padded copies runs the kernel it was tuned as. 2048^3's times are the H100 study's."""
+    dispatch = _tuned_at(
+        tmp_path, (2048, 2048, 2048), ("cublas", 0.0246, 0.012), ("persistent_tma", 0.0253, 0.030),
+        ("grouped", 0.0258, 0.030),
+    )  # fmt: skip
+    choice = dispatch.choose(2500, 2500, 2500, torch.bfloat16, GPU, programs=SMS, objective="kernel")
+    assert (choice.variant, choice.config) == ("persistent_tma_pad", BIG_TILE)
+    # control: an aligned problem as near takes the library's win, as it was measured
+    assert dispatch.choose(2560, 2560, 2560, torch.bfloat16, GPU, programs=SMS).variant == "cublas"
+    # only K unaligned (A copied): the same
+    assert (
+        dispatch.choose(2048, 2048, 2500, torch.bfloat16, GPU, programs=SMS).variant == "persistent_tma_pad"
+    )
+    # the copy counts: a 4-byte-unaligned B twice the product's size, copied, loses to cuBLAS counted slower
+    wide = dispatch.choose(64, 65537, 2048, torch.bfloat16, GPU, programs=SMS, objective="kernel")
+    assert wide.variant == "cublas"
+
+
+def test_a_pad_twin_costs_its_copies(tmp_path):
+    """A read and a write of each unaligned operand, nothing for an aligned one or for C."""
+    from kernels.dispatch import PAD_COPY_BYTES_PER_MS, pad_copy_ms
+    from kernels.space import Problem
+
+    assert pad_copy_ms(Problem(2048, 2048, 2048, torch.bfloat16)) == 0
+    only_a = 2 * 2048 * 2500 * 2 / PAD_COPY_BYTES_PER_MS  # K = 2500 halves: A's rows unaligned, B's not
+    assert pad_copy_ms(Problem(2048, 4096, 2500, torch.bfloat16)) == pytest.approx(only_a)
+    both = 2 * (2500 * 2500 + 2500 * 2500) * 2 / PAD_COPY_BYTES_PER_MS
+    assert pad_copy_ms(Problem(2500, 2500, 2500, torch.bfloat16)) == pytest.approx(both)
+    only_b = 2 * 1000 * 4097 * 2 / PAD_COPY_BYTES_PER_MS  # N = 4097: B's rows unaligned, A's aligned
+    assert pad_copy_ms(Problem(64, 4097, 1000, torch.bfloat16)) == pytest.approx(only_b)
 
 
 def test_a_tile_carried_to_a_problem_of_under_a_wave_is_ranked_by_its_rounds_there(tmp_path):
