@@ -16,6 +16,13 @@ once per group and protocol.
 replays the H100 study (26 shapes, 7,836 configs) the same way; with --train, cross_study trains on
 those databases instead of the other --db: the setting of a first search on a new GPU whose database
 holds only another card's sweeps (`farm sweep --search model --train ...`).
+
+    python benchmarks/replay.py --search model --budget 10% --noise-from dashboard/demo/h200.db \
+        --confirm 3 5 --out docs/results/replay_noise.csv
+
+replays `model` on the stored times, then seeing the instrument's repeat noise (the H200 demo's two
+runs of one study), then with a confirm round of its 3 and 5 fastest (strategies model+noise,
+model+noise+confirm3): what noise costs a search that names its best, and what a confirm round buys.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from farm.search import STRATEGIES, load_observations, parse_budget
-from farm.search.replay import RESULT_COLUMNS, load_groups, replay, summarize
+from farm.search.replay import RESULT_COLUMNS, RepeatNoise, load_groups, replay, summarize
 from tools.provenance import write_results
 
 DEMO = ("dashboard/demo/h200.db", "dashboard/demo/h200-llm.db")
@@ -44,14 +51,30 @@ def main(argv: list[str] | None = None) -> None:
         "--train", nargs="+", default=None, help="cross_study trains on these (default: the other --db)"
     )
     parser.add_argument("--out", type=Path, default=Path("docs/results/replay.csv"))
+    parser.add_argument(
+        "--noise-from",
+        help="also replay each search seeing the repeat noise of this database's runs (farm.search.replay"
+        ".RepeatNoise), and with a confirm round of each --confirm",
+    )
+    parser.add_argument("--confirm", type=int, nargs="+", default=[3], help="finalists measured again")
     args = parser.parse_args(argv)
     budgets = [parse_budget(b) for b in args.budget]
     seeds = range(args.seeds)
+    measuring = [(None, 0)]
+    if args.noise_from:
+        noise = RepeatNoise.from_database(args.noise_from)
+        measuring += [(noise, 0), *((noise, k) for k in args.confirm)]
     groups, rows = load_groups(args.db)
     results = []
     for protocol in ("shape_out", "family_out"):
         found, _ = replay(
-            groups, rows, strategies=args.search, budgets=budgets, protocol=protocol, seeds=seeds
+            groups,
+            rows,
+            strategies=args.search,
+            budgets=budgets,
+            protocol=protocol,
+            seeds=seeds,
+            measuring=measuring,
         )
         results += found
         for r in found:
@@ -69,9 +92,10 @@ def main(argv: list[str] | None = None) -> None:
             protocol="cross_study",
             seeds=seeds,
             train=load_observations(others),
+            measuring=measuring,
         )
         outcomes += found
-    for name in args.search:
+    for name in dict.fromkeys(o.strategy for o in outcomes):  # with the ways of measuring: model+noise
         for budget in budgets:
             row = summarize([o for o in outcomes if o.strategy == name and o.budget == str(budget)])
             results.append(row)

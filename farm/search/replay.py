@@ -31,6 +31,7 @@ from sqlalchemy import select
 from db.export import reading
 from db.observations import OBSERVATION_COLUMNS, SWEEP_COLUMNS
 from db.queries import frame, view
+from db.queries.runs import compare_runs, default_comparison
 from farm.plan import Point
 from farm.search.budget import Budget
 from farm.search.group import Group
@@ -205,11 +206,56 @@ def rounds(budget_points: int) -> int:
     return max(2, math.ceil(budget_points / 4))
 
 
-def search_best(strategy, replayed: ReplayGroup, budget_points: int) -> tuple[float, int]:
-    """Run one search against the stored times: (best ms found, points measured). A point asked
-    twice, or one that is no candidate, is a bug in the strategy (AssertionError)."""
+@dataclass(frozen=True)
+class RepeatNoise:
+    """The instrument's noise on one measurement, for a replay that does not take the stored times for
+    the truth a search sees: each measured time is the stored one times exp(r / sqrt 2) with a random
+    sign, r drawn from `log_ratios`, log(b / a) of points two runs both timed (a difference of two
+    measurements holds two draws of the noise: sqrt 2). Draws are independent, where a power-capped
+    stretch moves neighbouring points together: the harder case for naming a best."""
+
+    log_ratios: np.ndarray
+
+    @classmethod
+    def from_database(cls, url: str) -> RepeatNoise:
+        """The noise of the two runs of `url` that `farm compare` takes by default (the newest pair that
+        shares points); ValueError where no two runs share a point."""
+        with reading(url) as conn:
+            pair = default_comparison(conn)
+            if pair is None:
+                raise ValueError(f"{url}: no two runs share a point, so it holds no repeat noise")
+            ratios = compare_runs(conn, *pair).points.ratio_b_over_a.to_numpy(dtype=float)
+        if not len(ratios):
+            raise ValueError(f"{url}: runs {pair[0]} and {pair[1]} share no ok point: no repeat noise")
+        return cls(np.log(ratios))
+
+    def measured(self, ms: float, rng: np.random.Generator) -> float:
+        r = self.log_ratios[rng.integers(len(self.log_ratios))] / math.sqrt(2)
+        return ms * math.exp(r if rng.random() < 0.5 else -r)
+
+
+def search_best(
+    strategy,
+    replayed: ReplayGroup,
+    budget_points: int,
+    *,
+    noise: RepeatNoise | None = None,
+    rng: np.random.Generator | None = None,
+    confirm: int = 0,
+) -> tuple[float, int]:
+    """Run one search against the stored times: (the stored time of the point it names best, points
+    measured). The search sees each stored time, or with `noise` a measurement of it, and names the
+    point it saw fastest; with `confirm` its `confirm` fastest are measured once more after the budget
+    (a confirm round, its points on top of the budget and counted) and it names the least mean of
+    each one's two. A point asked twice, or one that is no candidate, is a bug in the strategy
+    (AssertionError)."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+
+    def measure(ms: float) -> float:
+        return ms if noise is None else noise.measured(ms, rng)
+
     asked: set[Point] = set()
-    best = math.inf
+    seen: dict[Point, list[float]] = {}  # ok points: what the search measured
     while len(asked) < budget_points:
         points = strategy.ask(min(rounds(budget_points), budget_points - len(asked)))
         if not points:
@@ -220,10 +266,21 @@ def search_best(strategy, replayed: ReplayGroup, budget_points: int) -> tuple[fl
             asked.add(point)
         for point in points:
             ms = replayed.times[point]
-            strategy.tell(point, ms)
             if ms is not None:
-                best = min(best, ms)
-    return (best if best < math.inf else replayed.nothing_ms), len(asked)
+                seen[point] = [measure(ms)]
+            strategy.tell(point, seen[point][0] if ms is not None else None)
+    if not seen:
+        return replayed.nothing_ms, len(asked)
+    finalists = sorted(seen, key=lambda p: seen[p][0])[: max(1, confirm)]
+    if confirm:
+        for point in finalists:
+            seen[point].append(measure(replayed.times[point]))
+    named = min(finalists, key=lambda p: float(np.mean(seen[p])))
+    return replayed.times[named], len(asked) + (len(finalists) if confirm else 0)
+
+
+def strategy_label(name: str, noise: RepeatNoise | None, confirm: int) -> str:
+    return name + ("+noise" if noise is not None else "") + (f"+confirm{confirm}" if confirm else "")
 
 
 @dataclass
@@ -255,7 +312,11 @@ def replay_group(
     protocol: str,
     observations: Observations,
     seeds: Sequence[int],
+    noise: RepeatNoise | None = None,
+    confirm: int = 0,
 ) -> GroupOutcome:
+    """One group's searches, a seed each (`search_best`'s noise and confirm round, the seed also
+    drawing the noise); the outcome's strategy is named with them: model+noise+confirm3."""
     check_no_leak(replayed, protocol, observations)
     points = budget.points(len(replayed.candidates))
     found = []
@@ -263,9 +324,10 @@ def replay_group(
         strategy = make_strategy(
             name, replayed.group, replayed.candidates, seed=seed, observations=observations, budget=points
         )
-        found.append(search_best(strategy, replayed, points)[0])
+        rng = np.random.default_rng([seed, *replayed.group.shape])
+        found.append(search_best(strategy, replayed, points, noise=noise, rng=rng, confirm=confirm)[0])
     return GroupOutcome(
-        strategy=name,
+        strategy=strategy_label(name, noise, confirm),
         protocol=protocol,
         budget=str(budget),
         gpu_name=replayed.gpu_name,
@@ -301,9 +363,12 @@ def replay(
     seeds: Sequence[int],
     train: Observations | None = None,
     progress: Callable[[], None] | None = None,
+    measuring: Sequence[tuple[RepeatNoise | None, int]] = ((None, 0),),
 ) -> tuple[list[dict], list[GroupOutcome]]:
-    """Results rows (one per strategy and budget) and every group's outcome behind them. Each group's
-    training set is built once and shared by every strategy, budget and seed (and so is its model)."""
+    """Results rows (one per strategy, budget and way of measuring) and every group's outcome behind
+    them. Each group's training set is built once and shared by every strategy, budget, way and seed
+    (and so is its model). measuring: (noise, confirm) pairs, `search_best`'s; by default the stored
+    times as they are, no confirm round."""
     train = train if train is not None else Observations.empty()
     pools: dict[tuple[str, str, str], Observations] = {}
     training = []
@@ -315,11 +380,14 @@ def replay(
     rows, outcomes = [], []
     for name in strategies:
         for budget in budgets:
-            these = []
-            for replayed, observations in zip(groups, training):
-                these.append(replay_group(name, replayed, budget, protocol, observations, seeds))
-                if progress is not None:
-                    progress()
-            rows.append(summarize(these))
-            outcomes += these
+            for noise, confirm in measuring:
+                these = []
+                for replayed, observations in zip(groups, training):
+                    these.append(
+                        replay_group(name, replayed, budget, protocol, observations, seeds, noise, confirm)
+                    )
+                    if progress is not None:
+                        progress()
+                rows.append(summarize(these))
+                outcomes += these
     return rows, outcomes

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cli import main
-from farm.search import parse_budget
+from farm.search import Observations, parse_budget
 from farm.search.replay import (
     RESULT_COLUMNS,
     LeakError,
@@ -224,3 +224,54 @@ def test_farm_replay_other_code(two_codes_db, capsys):
     out = capsys.readouterr().out
     assert "2 groups (4 by code version under other_code) x 1 seeds" in out
     assert "  grid  other_code    100%              1.000" in out
+
+
+def test_a_search_that_sees_noise_names_what_it_measured_fastest(db):
+    """splitk split 4 (1.00 ms) and split 8 (1.015) are 1.5% apart; measured with +-2.8% of noise
+    (a repeat ratio of 1.04 over sqrt 2), the search names split 8 where the draws fall that way (one
+    in four), never the 1.10 or 1.30 configs, which no draw brings under the best's."""
+    from farm.search.grid import GridSearch
+    from farm.search.replay import RepeatNoise, search_best
+
+    (g, *_) = load_groups([db])[0]
+    noise = RepeatNoise(np.log([1.04]))
+    exact = {search_best(GridSearch(g.candidates), g, 5)[0]}
+    assert exact == {1.0}
+    named = [
+        search_best(GridSearch(g.candidates), g, 5, noise=noise, rng=np.random.default_rng(seed))[0]
+        for seed in range(40)
+    ]
+    assert set(named) == {1.0, 1.015} and 4 <= named.count(1.015) <= 16, named
+
+
+def test_a_confirm_round_measures_the_finalists_again_on_top_of_the_budget(db):
+    from farm.search.grid import GridSearch
+    from farm.search.replay import RepeatNoise, search_best
+
+    (g, *_) = load_groups([db])[0]
+    assert search_best(GridSearch(g.candidates), g, 5, confirm=2) == (1.0, 7)
+
+    # a confirm round names the least mean of its finalists' two measurements: grid measures 1.30, 1.10,
+    # 1.00 and 1.015 as 1.30, 1.10, 1.03 and 1.005 and names split 8 (1.015); measured again (1.015 ->
+    # 1.015, 1.00 -> 0.95), the means are 1.01 and 0.99: split 4 (1.00)
+    class Scripted(RepeatNoise):
+        def measured(self, ms, rng):
+            return ms * self.log_ratios.pop(0)
+
+    def scripted(confirm):
+        draws = [1.0, 1.0, 1.03, 1.005 / 1.015, 1.0, 0.95]
+        return search_best(GridSearch(g.candidates), g, 4, noise=Scripted(draws), confirm=confirm)
+
+    assert scripted(0) == (1.015, 4)
+    assert scripted(2) == (1.0, 6)
+    noise = RepeatNoise(np.log([1.04]))
+    nothing = Observations.empty()
+    outcome = replay_group("grid", g, parse_budget("100%"), "shape_out", nothing, [0], noise, 3)
+    assert outcome.strategy == "grid+noise+confirm3"
+
+
+def test_repeat_noise_needs_two_runs_that_share_points(db):
+    from farm.search.replay import RepeatNoise
+
+    with pytest.raises(ValueError, match="no two runs share a point"):
+        RepeatNoise.from_database(db)
