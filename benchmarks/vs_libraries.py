@@ -70,6 +70,11 @@ SUITES: dict[str, list[tuple[int, int, int]]] = {
     # in no shipped database and no suite above, 5 of 12 with rows not 16-byte aligned in bf16: decided
     # from the export of the shipped databases, and from its aligned shapes alone
     "unseen": [
+        (2500, 2500, 2500),
+        (1000, 3001, 2000),
+        (5000, 1234, 3000),
+        (777, 7777, 1537),
+        (3333, 1111, 4444),
         (1536, 6144, 2048),
         (2560, 2560, 2560),
         (512, 8192, 3072),
@@ -77,11 +82,6 @@ SUITES: dict[str, list[tuple[int, int, int]]] = {
         (192, 12288, 4096),
         (4608, 4608, 1536),
         (1024, 3072, 8192),
-        (2500, 2500, 2500),
-        (1000, 3001, 2000),
-        (5000, 1234, 3000),
-        (777, 7777, 1537),
-        (3333, 1111, 4444),
     ],
 }
 DTYPES = ("bfloat16", "float16")  # kernels.DTYPES names
