@@ -295,6 +295,7 @@ class GroupOutcome:
     strategy_ms: float  # mean over seeds of the best found
     random_ms: float  # exact expectation
     best_ms: float
+    candidates: int = 0  # the group's searched candidates
 
     @property
     def score(self) -> float | None:
@@ -337,6 +338,7 @@ def replay_group(
         strategy_ms=float(np.mean(found)),
         random_ms=expected_random_best(replayed.sorted_outcomes(), points),
         best_ms=replayed.best_ms,
+        candidates=len(replayed.candidates),
     )
 
 
