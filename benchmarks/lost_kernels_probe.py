@@ -7,7 +7,10 @@ of stream time (each kept only a memset), and every cuBLAS launch of eight shape
 configs of 64x4096x4096 at their stream time, all in its last and smallest batches: sessions whose
 profile had lost the launches' kernels. farm.clock now stores no time for such a launch and calls a
 session that lost more than 5% the instrument's fault (db.physics.lost_kernels, farm.clock
-MAX_LOST_SHARE); this probe is for the cause.
+MAX_LOST_SHARE); this probe is for the cause. The likeliest one (docs/design.md, "Instrument faults"):
+CUPTI stamping kernel records earlier and earlier as a long-lived process accumulates GPU idle time,
+until Kineto drops them as out of its session's window; so the probe idles the GPU between passes
+(--idle-s) and a lost session's position in the run says whether losses grow with the process's age.
 
 It runs farm.clock.CudaClock's own sessions as the interleaved regime's last batches run them (10
 rounds of one launch each of a point or a few) for minutes in one process: cuBLAS at the five shapes
@@ -150,6 +153,9 @@ def compile_beside(device: torch.device, stop: threading.Event) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=180)
+    parser.add_argument(
+        "--idle-s", type=float, default=0.5, help="GPU idle after each pass over the kinds (the worker's)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
         "--dump", type=Path, help="a folder for the raw events of sessions that lost a launch"
@@ -219,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
                 dump = {"session": label, "kernel_ms": kernel, "stream_ms": stream, "raw": recorder.raw}
                 path = args.dump / (f"lost-{dumps}.json" if bad else "kept.json")
                 path.write_text(json.dumps(dump))
+        time.sleep(args.idle_s)  # the GPU idles, as a worker's does between batches while it compiles
     stop.set()
     rows = [
         dict(zip(COLUMNS, (label, *(int(v) for v in c[:6]), round(c[6], 2), int(c[7]))))
