@@ -119,6 +119,22 @@ def test_the_librarys_route_is_torch_matmul(dispatch):
     assert list(dispatch.routes.values()) == [torch.matmul]
 
 
+@pytest.mark.parametrize(
+    "shapes", [((3, 8, 24), (24, 18)), ((24,), (24, 18)), ((20, 24), (24,))], ids=["3-D A", "1-D A", "1-D B"]
+)
+def test_a_batched_or_1d_call_the_library_serves_routes_to_torch_matmul_itself(shapes):
+    """torch.matmul folds a batched A and a 1-D operand itself: the route is torch.matmul on the call's own
+    operands, not torch.matmul behind the fold's reshapes (three more Python calls: 9.3 against 2.3 us
+    over torch.matmul's own on a 2-core CPU host). No file: the library serves every product."""
+    dispatch = Dispatcher(None, gpu_name=GPU)
+    a, b = _t(*shapes[0]), _t(*shapes[1])
+    with pytest.warns(UserWarning, match="no tuned configs"):
+        dispatch(a, b)
+    got = dispatch(a, b)
+    assert list(dispatch.routes.values()) == [torch.matmul] and dispatch.routes.served == 1
+    assert torch.equal(got, torch.matmul(a, b))
+
+
 def test_gradients_out_and_subclasses_never_take_a_route(dispatch):
     a, b = _t(20, 24), _t(24, 18)
     dispatch(a, b)
