@@ -244,8 +244,8 @@ def matmul(
     if key is not None:  # after the first launch: a bound route holds the kernel it compiled
         product = dispatcher.route(a2, b2, objective)
         # torch.matmul folds a batched A or a 1-D operand itself, and reshapes cost host time
-        folded = product is torch.matmul or shape is None
-        _keep(dispatcher.routes, key, product if folded else FoldedRoute(product, a2.shape, b2.shape, shape))
+        direct = product is torch.matmul or shape is None
+        _keep(dispatcher.routes, key, product if direct else FoldedRoute(product, a2.shape, b2.shape, shape))
     return c if shape is None else c.reshape(shape)
 
 

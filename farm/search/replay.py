@@ -16,6 +16,10 @@ training set holding the replayed shape:
 - other_code: each code version's groups, trained on the replayed databases' rows of every other
   code version of the same GPU and dtype, the replayed shape included (what a sweep of new kernels
   knows: the old kernels' times of the same points); the leak is a row of the replayed code version.
+
+By default a search sees the stored times themselves; with `RepeatNoise` it sees each as one more
+measurement (the instrument's run-to-run noise) and is judged by the stored time of the point it names,
+with or without a confirm round of its fastest (`search_best`).
 """
 
 from __future__ import annotations
