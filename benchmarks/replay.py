@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from farm.search import STRATEGIES, load_observations, parse_budget
-from farm.search.replay import RESULT_COLUMNS, RepeatNoise, load_groups, replay, summarize
+from farm.search.replay import RESULT_COLUMNS, STORED_TIMES, RepeatNoise, load_groups, replay, summarize
 from tools.provenance import write_results
 
 DEMO = ("dashboard/demo/h200.db", "dashboard/demo/h200-llm.db")
@@ -72,14 +71,27 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     budgets = [parse_budget(b) for b in args.budget]
     seeds = range(args.seeds)
-    ways = [(args.search, [(None, 0)])]  # (strategies, ways of measuring)
+    strategies, measuring = list(args.search), {}
     if args.noise_from:
         noise = RepeatNoise.from_database(args.noise_from)
-        ways.append((args.noisy, [(noise, 0), *((noise, k) for k in args.confirm)]))
-    outcomes = defaultdict(list)  # protocol -> every group's outcome
-    for strategies, measuring in ways:
-        for protocol, outcome in replay_protocols(args, strategies, budgets, seeds, measuring):
-            outcomes[protocol] += outcome
+        for name in args.noisy:  # in the same replay as the others: each group's model is fitted once
+            stored = list(STORED_TIMES) if name in strategies else []
+            measuring[name] = [*stored, (noise, 0), *((noise, k) for k in args.confirm)]
+        strategies += [name for name in args.noisy if name not in strategies]
+    outcomes = {}  # protocol -> every group's outcome
+    common = dict(strategies=strategies, budgets=budgets, seeds=seeds, measuring=measuring)
+    groups, rows = load_groups(args.db)
+    for protocol in ("shape_out", "family_out"):
+        outcomes[protocol] = replay(groups, rows, protocol=protocol, **common)[1]
+    # cross_study: each database replayed, trained on the others (or on --train) alone; directions pooled
+    outcomes["cross_study"] = []
+    for db in args.db:
+        others = args.train or [d for d in args.db if d != db]
+        replayed, replayed_rows = load_groups([db])
+        found = replay(
+            replayed, replayed_rows, protocol="cross_study", train=load_observations(others), **common
+        )
+        outcomes["cross_study"] += found[1]
     results = []
     for found in outcomes.values():
         for name in dict.fromkeys(o.strategy for o in found):  # with the ways of measuring: model+noise
@@ -95,30 +107,6 @@ def main(argv: list[str] | None = None) -> None:
         print(row, flush=True)
     write_results(args.out, RESULT_COLUMNS, results)
     print(f"wrote {args.out}")
-
-
-def replay_protocols(args, strategies, budgets, seeds, measuring):
-    """(protocol, outcomes) of each protocol: shape_out and family_out over every --db together,
-    cross_study replaying each database trained on the others (or on --train) alone, pooled."""
-    groups, rows = load_groups(args.db)
-    for protocol in ("shape_out", "family_out"):
-        common = dict(strategies=strategies, budgets=budgets, seeds=seeds, measuring=measuring)
-        yield protocol, replay(groups, rows, protocol=protocol, **common)[1]
-    pooled = []
-    for db in args.db:
-        others = args.train or [d for d in args.db if d != db]
-        replayed, replayed_rows = load_groups([db])
-        pooled += replay(
-            replayed,
-            replayed_rows,
-            strategies=strategies,
-            budgets=budgets,
-            protocol="cross_study",
-            seeds=seeds,
-            train=load_observations(others),
-            measuring=measuring,
-        )[1]
-    yield "cross_study", pooled
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ with or without a confirm round of its fastest (`search_best`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -283,6 +283,10 @@ def search_best(
     return replayed.times[named], len(asked) + (len(finalists) if confirm else 0)
 
 
+# The default way of measuring a replayed search: the stored times themselves, no confirm round.
+STORED_TIMES = ((None, 0),)
+
+
 def strategy_label(name: str, noise: RepeatNoise | None, confirm: int) -> str:
     return name + ("+noise" if noise is not None else "") + (f"+confirm{confirm}" if confirm else "")
 
@@ -369,12 +373,12 @@ def replay(
     seeds: Sequence[int],
     train: Observations | None = None,
     progress: Callable[[], None] | None = None,
-    measuring: Sequence[tuple[RepeatNoise | None, int]] = ((None, 0),),
+    measuring: Mapping[str, Sequence[tuple[RepeatNoise | None, int]]] | None = None,
 ) -> tuple[list[dict], list[GroupOutcome]]:
     """Results rows (one per strategy, budget and way of measuring) and every group's outcome behind
     them. Each group's training set is built once and shared by every strategy, budget, way and seed
-    (and so is its model). measuring: (noise, confirm) pairs, `search_best`'s; by default the stored
-    times as they are, no confirm round."""
+    (and so is its model). measuring: per strategy, its ways of measuring, (noise, confirm) pairs
+    (`search_best`'s); a strategy it does not name sees the stored times as they are, no confirm round."""
     train = train if train is not None else Observations.empty()
     pools: dict[tuple[str, str, str], Observations] = {}
     training = []
@@ -386,7 +390,7 @@ def replay(
     rows, outcomes = [], []
     for name in strategies:
         for budget in budgets:
-            for noise, confirm in measuring:
+            for noise, confirm in (measuring or {}).get(name, STORED_TIMES):
                 these = []
                 for replayed, observations in zip(groups, training):
                     these.append(
