@@ -38,10 +38,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         for launch in launches:
             launch()
     torch.cuda.synchronize(device)
-    counts: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0, float("inf"), 0])
+    table: dict[str, dict] = {}  # session label -> its row (COLUMNS)
     stop, compiling = threading.Event(), None
     start, dumps, kept_good = time.time(), 0, False
     if args.dump:
@@ -208,15 +208,16 @@ def main(argv: list[str] | None = None) -> None:
             lost = sum(ms is None for ms in kernel)
             slivers = sum(1 for ms, s in zip(kernel, stream) if ms is not None and ms < s / 50)
             alt = sum(1 for ms, s in zip(gpu_span_first(events, n), stream) if ms is None or ms < s / 50)
-            c = counts[label]
-            c[0] += 1
-            c[1] += n
-            c[2] += lost
-            c[3] += slivers
-            c[4] += orphans(events)
-            c[5] += alt
-            c[6] = min(c[6], min_margin_us(events))
-            c[7] += refused
+            row = table.setdefault(
+                label, dict.fromkeys(COLUMNS, 0) | {"session": label, "min_margin_us": math.inf}
+            )
+            seen = {
+                "sessions": 1, "launches": n, "lost": lost, "slivers": slivers, "orphans": orphans(events),
+                "lost_gpu_span_first": alt, "instrument_errors": int(refused),
+            }  # fmt: skip
+            for column, value in seen.items():
+                row[column] += value
+            row["min_margin_us"] = round(min(row["min_margin_us"], min_margin_us(events)), 2)
             bad = lost or slivers or refused
             keep = (bad and dumps < MAX_DUMPS) or (not bad and not kept_good and "cublas" in name)
             if args.dump and keep:
@@ -227,10 +228,7 @@ def main(argv: list[str] | None = None) -> None:
                 path.write_text(json.dumps(dump))
         time.sleep(args.idle_s)  # the GPU idles, as a worker's does between batches while it compiles
     stop.set()
-    rows = [
-        dict(zip(COLUMNS, (label, *(int(v) for v in c[:6]), round(c[6], 2), int(c[7]))))
-        for label, c in counts.items()
-    ]
+    rows = list(table.values())
     write_results(args.out, COLUMNS, rows)
     width = max(len(r["session"]) for r in rows)
     print(f"{'session':{width}s} " + " ".join(f"{col[:9]:>9s}" for col in COLUMNS[1:]))

@@ -289,9 +289,10 @@ def test_an_aligned_problem_takes_no_verdict_from_a_shape_of_unaligned_rows(tmp_
 
 def test_an_unaligned_problem_decided_from_aligned_shapes_runs_tma_on_padded_copies(tmp_path):
     """With a sweep of aligned shapes only, the unaligned 2500^3 (5,000-byte rows) took 2048^3's cuBLAS win
-    and ran 193 us against Inductor's 74.5 (H100 bf16): on unaligned rows cuBLAS and the pointer kernels
-    slow down 4-8x (the H100 study's five unaligned shapes: 81-156 TFLOP/s against 344-785 aligned),
-    while TMA on padded copies runs the kernel it was tuned as. 2048^3's times are the H100 study's."""
+    and ran 193 us against Inductor's 74.5 (H100 bf16): on unaligned rows cuBLAS ran 3.2-8.7x slower a
+    flop than at the aligned shape each of the H100 study's five unaligned shapes is decided from, the
+    pointer kernels 1.8-8.7x, while TMA on padded copies runs the kernel it was tuned as. 2048^3's times
+    are the H100 study's."""
     dispatch = _tuned_at(
         tmp_path, (2048, 2048, 2048), ("cublas", 0.0246, 0.012), ("persistent_tma", 0.0253, 0.030),
         ("grouped", 0.0258, 0.030),
@@ -304,7 +305,8 @@ def test_an_unaligned_problem_decided_from_aligned_shapes_runs_tma_on_padded_cop
     assert (
         dispatch.choose(2048, 2048, 2500, torch.bfloat16, GPU, programs=SMS).variant == "persistent_tma_pad"
     )
-    # the copy counts: a 4-byte-unaligned B twice the product's size, copied, loses to cuBLAS counted slower
+    # the copy counts: at 64x65537x2048 copying B (268 MB: 0.21 ms at 2.5 GB/ms) makes the padded TMA
+    # estimate 0.27 ms, behind cuBLAS's 0.15 counted 3x slower
     wide = dispatch.choose(64, 65537, 2048, torch.bfloat16, GPU, programs=SMS, objective="kernel")
     assert wide.variant == "cublas"
 
