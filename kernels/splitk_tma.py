@@ -18,7 +18,7 @@ dtype through C's descriptor. Nothing runs before or after the kernel, and no pr
 another (no deadlock in any schedule, the interpreter's sequential one included).
 
 The counters are zeroed once and left zeroed by the kernel, kept per device and stream
-(`zeroed_counters`): two launches on different streams never share them. The workspace is written
+(`kernels.scratch`): two launches on different streams never share them. The workspace is written
 whole before it is read: a plain allocation per call (SPLIT_K x tiles x BM x BN x 4 B: 2 MiB at
 16x4096x4096 in 16x128 tiles split 8). SPLIT_K = 1 is a plain one-program-per-tile TMA kernel.
 
@@ -66,6 +66,7 @@ from kernels.operands import check_operands
 from kernels.persistent_tma import TmaPlan, TmaUnsupported, checked_plan
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
+from kernels.scratch import zeroed_counters
 from kernels.space import CLUSTER_CTAS
 from kernels.splitk_det import reduce_splits
 
@@ -114,24 +115,6 @@ def _splitk_tma_kernel(
         # Launched overlapping the kernel before it (`launch_into(..., overlapping=True)`), this kernel
         # ends only after that one: work queued after it then follows both. Otherwise a no-op.
         gdc_wait()
-
-
-# (device, stream) -> int32 counters the kernel leaves zeroed
-_COUNTERS: dict[tuple, torch.Tensor] = {}
-
-
-def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
-    """`tiles` zeroed int32 counters kept for this device and its current stream.
-
-    The stream's handle comes from Triton's driver (the raw handle, 0.2 us), not from
-    `torch.cuda.current_stream(device)`, which builds a Stream object: 7-10 us of a call's host time on
-    the H200's host, where splitk_tma's whole call took 81-93 us."""
-    stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
-    key = (device, stream)
-    counters = _COUNTERS.get(key)
-    if counters is None or counters.numel() < tiles:
-        counters = _COUNTERS[key] = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
-    return counters
 
 
 # Called directly after a key's first launch, its checks and descriptors made once per key

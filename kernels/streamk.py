@@ -1,7 +1,8 @@
 """`streamk`: one program per SM, each taking an equal, contiguous share of all the K iterations
 of all the output tiles (Stream-K, Osama et al., 2023). A program that covers a whole tile
-stores it; a tile shared by two or more programs is summed with fp32 atomics into an output the
-launcher zeroes (as `splitk` does: same fp16/bf16 conversion cost, same nondeterminism).
+stores it; a tile shared by two or more programs is summed with fp32 atomics in the tile's slot,
+and the contributor that completes its K iterations stores it (`kernels.scratch`, as `splitk`:
+one launch, no zeroed copy of C, the same nondeterminism).
 
 Where split-K picks one factor for every tile, stream-K balances exactly: 16 tiles of
 512 x 512 x 32768 (512 K-iterations each at BLOCK_K=64) over 132 SMs is 62 iterations a program,
@@ -17,7 +18,8 @@ from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
-from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, tile_accumulate, tile_offsets
+from kernels.scratch import contribute, take_sum, zeroed_counters, zeroed_slots
+from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, store_tile, tile_accumulate
 
 
 def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
@@ -48,7 +50,8 @@ def streamk_piece(it, end, iters_per_tile):
 
 @triton.jit
 def _streamk_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, PROGRAMS,
+    a_ptr, b_ptr, c_ptr, ws_ptr, counts_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, PROGRAMS,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     INPUT_PRECISION: tl.constexpr, ALIGN: tl.constexpr = 1,
 ):
@@ -63,11 +66,13 @@ def _streamk_kernel(
         k_start, k_end = k0 * BLOCK_K, tl.minimum(k1 * BLOCK_K, K)
         acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
                               k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
-        offsets, mask = tile_offsets(pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
         if (k0 == 0) & (k1 == iters_per_tile):  # the whole tile is this program's: no one else adds to it
-            tl.store(c_ptr + offsets, acc, mask=mask)
+            store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
         else:
-            tl.atomic_add(c_ptr + offsets, acc, mask=mask, sem="relaxed")
+            slot, last = contribute(ws_ptr, counts_ptr, tile, acc, k1 - k0, iters_per_tile, BLOCK_M, BLOCK_N)
+            if last:  # the contributor that completed the tile stores the sum
+                total = take_sum(slot, counts_ptr, tile)
+                store_tile(c_ptr, total, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
         it += k1 - k0
 
 
@@ -86,13 +91,15 @@ def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     """Stream-K: one program per SM, equal shares of all K iterations, atomics where tiles are shared."""
     m, n, k = check_operands(a, b, cfg)
     programs = streamk_programs(a.device, m, n, k, cfg)
-    c = torch.zeros((m, n), device=a.device, dtype=torch.float32)
+    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
+    ws, counts = zeroed_slots(tiles, cfg.block_m, cfg.block_n, a.device), zeroed_counters(tiles, a.device)
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     strides, align = pointer_layout(a, b, c)
     constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)
     _CALLS.launch(
         pointer_key(a, b, c, strides, align, cfg, programs), (programs,),
-        (a, b, c, m, n, k, *strides, programs), constexprs,
+        (a, b, c, ws, counts, m, n, k, *strides, programs), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
-    return c if a.dtype == torch.float32 else c.to(a.dtype)
+    return c
 

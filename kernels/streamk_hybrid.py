@@ -7,13 +7,11 @@ of them. Plain stream-K pays fp32 atomics on every tile and a zeroed fp32 copy o
 afterwards; here a 3000x5000 output in 128x256 tiles (480 tiles on 132 SMs) keeps 396 tiles
 data-parallel and shares 84.
 
-Shared tiles are summed in an fp32 workspace of (T mod P) tiles (zeroed, under one wave of
-tiles: 84 x 128 KiB = 10.5 MiB for the example) with fp32 atomics. Each contributor then adds
-its iteration count to the tile's counter (release, after a CTA barrier so all its threads'
-adds are done); the contributor that brings the count to the tile's K iterations is the last,
-and it reads the sum (acquire; loads that bypass L1) and stores the tile in the output dtype.
-No program waits on another, so no schedule can deadlock, the interpreter's sequential one
-included. Sums of shared tiles depend on the atomics' order: not bitwise reproducible.
+Shared tiles are summed in fp32 slots of (T mod P) tiles (under one wave of tiles: 84 x 128 KiB =
+10.5 MiB for the example) with fp32 atomics, and the contributor that completes a tile's K
+iterations stores it in the output dtype (`kernels.scratch`: slots and counters kept zeroed by the
+kernel itself, no memset a call). Sums of shared tiles depend on the atomics' order: not bitwise
+reproducible.
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from kernels.launching import DirectCalls
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit
+from kernels.scratch import contribute, take_sum, zeroed_counters, zeroed_slots
 from kernels.streamk import streamk_piece, streamk_programs, streamk_share, streamk_work
 from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, store_tile, tile_accumulate
 
@@ -45,22 +44,6 @@ def hybrid_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> lis
         (data_parallel + tile, k0, k1) for tile, k0, k1 in streamk_work(pid, shared, iters_per_tile, programs)
     ]
     return pieces
-
-
-@triton.jit
-def contribute(ws_ptr, counts_ptr, shared, acc, iters, iters_per_tile,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
-    """Add acc, `iters` K iterations of shared tile `shared`, into the tile's fp32 workspace slot.
-
-    Returns the slot and whether this contributor completed the tile's `iters_per_tile`: that one,
-    and only that one, then reads the sum with `tl.load(slot, cache_modifier=".cg")` and stores it.
-    """
-    offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    slot = ws_ptr + shared * (BLOCK_M * BLOCK_N) + offsets
-    tl.atomic_add(slot, acc, sem="relaxed")
-    tl.debug_barrier()  # every thread's adds precede the release below
-    before = tl.atomic_add(counts_ptr + shared, iters, sem="acq_rel")
-    return slot, before + iters == iters_per_tile
 
 
 @triton.jit
@@ -146,37 +129,32 @@ def _streamk_hybrid_kernel(
                 ws_ptr, counts_ptr, shared_tile, acc, k1 - k0, iters_per_tile, BLOCK_M, BLOCK_N
             )
             if last:  # the last contributor stores the sum
-                total_acc = tl.load(slot, cache_modifier=".cg")
+                total_acc = take_sum(slot, counts_ptr, shared_tile)
                 store_tile(
                     c_ptr, total_acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN
                 )
         it += k1 - k0
 
 
-def shared_workspace(
+def shared_scratch(
     m: int, n: int, programs: int, cfg: MatmulConfig, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The zeroed fp32 workspace and counters of the last partial wave's shared tiles (`hybrid_split`).
-
-    Whole waves only: nothing is shared, so no memset; the kernel never touches these.
-    """
+    """The kept zeroed fp32 slots and counters of the last partial wave's shared tiles (`hybrid_split`)."""
     _, shared = hybrid_split(cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n), programs)
-    alloc = torch.zeros if shared else torch.empty
-    ws = alloc((max(shared, 1), cfg.block_m, cfg.block_n), device=device, dtype=torch.float32)
-    return ws, alloc((max(shared, 1),), device=device, dtype=torch.int32)
+    return zeroed_slots(shared, cfg.block_m, cfg.block_n, device), zeroed_counters(shared, device)
 
 
 # Called directly after a key's first launch, as every pointer kernel here is (`kernels.grouped`). The
-# workspace and counters come fresh from PyTorch's allocator: their starts are always aligned.
+# slots and counters come from PyTorch's allocator: their starts are always aligned.
 _CALLS = DirectCalls(_streamk_hybrid_kernel)
 
 
 @register_variant("streamk_hybrid", config_space="grouped", atomic=True)
 def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
-    """Full waves data-parallel, stream-K over the last partial wave (fp32 workspace, last one stores)."""
+    """Full waves data-parallel, stream-K over the last partial wave (fp32 slots, last one stores)."""
     m, n, k = check_operands(a, b, cfg)
     programs = streamk_programs(a.device, m, n, k, cfg)
-    ws, counts = shared_workspace(m, n, programs, cfg, a.device)
+    ws, counts = shared_scratch(m, n, programs, cfg, a.device)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     strides, align = pointer_layout(a, b, c)
     constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)

@@ -83,17 +83,37 @@ def test_missing_k_mask_is_rejected(device, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("initial", ["nan", "stale"], ids=["nan-poisoned", "stale-result"])
-def test_unzeroed_split_k_output_is_rejected(device, dtype, initial):
+def test_split_k_over_unzeroed_slots_is_rejected(device, dtype, initial):
+    """split-K sums into slots its kernel leaves zeroed (`kernels.scratch`); slots a faulty launch left
+    dirty hold NaN or a previous tile's sum, which the check must see in the result."""
     a, b = _random((M, K), dtype, device, 5), _random((K, N), dtype, device, 6)
     cfg = CFG.replace(split_k=4)
-    # What an unzeroed output holds: NaN under the farm's poisoning, or a previous result.
-    start = torch.full((M, N), math.nan) if initial == "nan" else _random((M, N), torch.float32, "cpu", 7)
-    unzeroed = start.to(device)
-    launch_split(a, b, unzeroed, cfg, atomic=True)
-    zeroed = torch.zeros((M, N), dtype=torch.float32, device=device)
-    launch_split(a, b, zeroed, cfg, atomic=True)
-    assert _check(zeroed.to(dtype), a, b).ok
-    assert not _check(unzeroed.to(dtype), a, b).ok
+    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
+    slots = tiles * cfg.block_m * cfg.block_n
+    start = torch.full((slots,), math.nan) if initial == "nan" else _random((slots,), torch.float32, "cpu", 7)
+    counters = torch.zeros(tiles, dtype=torch.int32, device=device)
+    dirty = torch.empty((M, N), dtype=dtype, device=device)
+    launch_split(a, b, dirty, cfg, atomic=True, scratch=(start.to(device), counters))
+    assert not bool(counters.any())  # every tile's last chunk came, and reset its counter
+    zeroed = torch.empty((M, N), dtype=dtype, device=device)
+    launch_split(a, b, zeroed, cfg, atomic=True, scratch=(torch.zeros(slots, device=device), counters))
+    assert _check(zeroed, a, b).ok
+    assert not _check(dirty, a, b).ok
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["zeroed-counters", "stale-counters"])
+def test_split_k_over_stale_counters_is_rejected(device, stale):
+    """A counter a launch did not reset holds SPLIT_K: no chunk of its tile sees itself last, the tile
+    is never stored, and the NaN the output started with shows."""
+    a, b = _random((M, K), torch.float16, device, 5), _random((K, N), torch.float16, device, 6)
+    cfg = CFG.replace(split_k=4)
+    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
+    counters = torch.zeros(tiles, dtype=torch.int32, device=device)
+    counters[tiles // 2] = cfg.split_k if stale else 0
+    c = torch.full((M, N), math.nan, dtype=torch.float16, device=device)
+    slots = torch.zeros(tiles * cfg.block_m * cfg.block_n, device=device)
+    launch_split(a, b, c, cfg, atomic=True, scratch=(slots, counters))
+    assert _check(c, a, b).ok != stale
 
 
 def test_swapped_strides_are_rejected(device):

@@ -21,6 +21,7 @@ import kernels.streamk_hybrid as streamk_hybrid_module
 import kernels.tiled as tiled_module
 from kernels import MatmulConfig, get_variant
 from kernels.launching import DirectCalls
+from kernels.scratch import _KEPT as _KEPT_SCRATCH
 
 CFG = MatmulConfig(block_m=16, block_n=32, block_k=16, group_m=2, num_warps=4, num_stages=2)
 SPLIT = CFG.replace(split_k=2)
@@ -80,8 +81,10 @@ def test_a_keys_second_launch_passes_what_triton_was_given_first(stand_ins, vari
         values = (*jit_args, *(kwargs[n] for n in names))
         assert len(call) == len(values) == len(kernel.arg_names)
         for now, first in zip(call, values, strict=True):
-            if isinstance(first, torch.Tensor):  # this call's own operands and outputs, alike in shape
-                assert isinstance(now, torch.Tensor) and now.shape == first.shape and now is not first
+            if isinstance(first, torch.Tensor):  # this call's own operands and outputs, alike in shape,
+                assert isinstance(now, torch.Tensor) and now.shape == first.shape
+                # or the scratch kept zeroed between calls (kernels.scratch)
+                assert now is not first or any(now is kept for kept in _KEPT_SCRATCH.values())
             else:
                 assert now == first
         if name != "reduce":
@@ -159,19 +162,22 @@ def test_grouped_takes_tritons_path_when_a_specialised_value_differs(grouped_ker
 
 
 def test_split_kernel_keeps_atomic_and_workspace_launches_apart(split_kernel):
-    """`splitk` adds into an fp32 (M, N) output, `splitk_det` stores into a (SPLIT_K, M, N) workspace:
-    one kernel, two keys, each going direct on its own second call with its own output's stride."""
+    """`splitk` sums in kept slots and stores an (M, N) output, `splitk_det` stores into a (SPLIT_K, M, N)
+    workspace: one kernel, two keys, each going direct on its own second call with its own output's
+    stride."""
     a, b = _operands(40, 48, 64)
-    total = torch.zeros((40, 48), dtype=torch.float32)
+    out = torch.empty((40, 48), dtype=torch.float32)
     workspace = torch.empty((2, 40, 48), dtype=torch.float32)
     for _ in range(2):
-        splitk_module.launch_split(a, b, total, SPLIT, atomic=True)
+        splitk_module.launch_split(a, b, out, SPLIT, atomic=True)
         splitk_module.launch_split(a, b, workspace, SPLIT, atomic=False)
+    names = splitk_module._splitk_kernel.arg_names
+    stride_ck = names.index("stride_ck")
     assert [kwargs["ATOMIC"] for _, _, kwargs in split_kernel.jit_calls] == [True, False]
-    assert [args[12] for _, args, _ in split_kernel.jit_calls] == [0, 40 * 48]  # stride_ck
-    names = splitk_module._splitk_kernel.arg_names[13:]
+    assert [args[stride_ck] for _, args, _ in split_kernel.jit_calls] == [0, 40 * 48]
     calls = split_kernel.compiled.calls
-    assert calls[0][2] is total and calls[1][2] is workspace  # this call's output
-    assert [call[12] for call in calls] == [0, 40 * 48]
-    values = [dict(zip(names, call[13:], strict=True)) for call in calls]
+    assert calls[0][2] is out and calls[1][2] is workspace  # this call's output
+    assert calls[0][3] is not out and calls[1][3] is workspace  # the atomic sum's slots; unused apart
+    assert [call[stride_ck] for call in calls] == [0, 40 * 48]
+    values = [dict(zip(names[stride_ck + 1 :], call[stride_ck + 1 :], strict=True)) for call in calls]
     assert [v["ATOMIC"] for v in values] == [True, False] and all(v["SPLIT_K"] == 2 for v in values)

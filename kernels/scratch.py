@@ -1,0 +1,84 @@
+"""Scratch the summing kernels keep zeroed themselves: fp32 tile slots and int32 arrival counters.
+
+A tile whose K range is cut between programs (`splitk`, `streamk`, `streamk_hybrid`, `splitk_tma`)
+is summed in an fp32 slot with atomics. Each contributor adds its part, then its K iterations to
+the tile's counter (release, after a CTA barrier so every thread's adds are done); the one that
+brings the count to the tile's K iterations is the last (`contribute`): it reads the sum (acquire;
+loads that bypass L1), zeroes the slot and the counter for the next launch (`take_sum`) and stores
+the tile in the output dtype. No program waits on another, so no schedule deadlocks, the
+interpreter's sequential one included.
+
+So no launch zeroes anything: the slots and counters are zeroed once, when first made, and kept
+per device and stream (two launches on different streams never share them). Before, `splitk` and
+`streamk` zeroed an fp32 copy of C and converted it afterwards, three launches a call where this is
+one: a launcher's host time is what an eager caller of a short split-K kernel waits for (48.3 us
+against Triton's 10.0 us floor on an H100 host, docs/results/launch_overhead.csv).
+
+The kept slots grow to the largest problem seen and are never given back: at most the fp32 size of
+the largest C that went through split-K or stream-K (64 MiB at 4096 x 4096), as PyTorch's caching
+allocator kept the zeroed copy before.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+# (device, stream, dtype) -> a buffer its kernels leave zeroed
+_KEPT: dict[tuple, torch.Tensor] = {}
+
+# Counters are few (one per tile): allocated at least this many, so most problems reuse the first.
+MIN_COUNTERS = 1024
+
+
+def _kept_zeroed(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    # The stream's raw handle from Triton's driver (0.2 us), not `torch.cuda.current_stream(device)`,
+    # which builds a Stream object: 7-10 us of a call's host time on the H200's host.
+    stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
+    key = (device, stream, dtype)
+    kept = _KEPT.get(key)
+    if kept is None or kept.numel() < numel:
+        kept = _KEPT[key] = torch.zeros(numel, dtype=dtype, device=device)
+    return kept
+
+
+def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
+    """At least `tiles` zeroed int32 counters, kept for this device and its current stream."""
+    return _kept_zeroed(max(tiles, MIN_COUNTERS), torch.int32, device)
+
+
+def zeroed_slots(tiles: int, block_m: int, block_n: int, device: torch.device) -> torch.Tensor:
+    """Zeroed fp32 slots for `tiles` tiles of block_m x block_n, kept for this device and stream."""
+    return _kept_zeroed(tiles * block_m * block_n, torch.float32, device)
+
+
+def scratch_is_zeroed() -> bool:
+    """Whether every kept slot and counter is zero: what each launch must leave behind."""
+    return all(not bool(kept.any()) for kept in _KEPT.values())
+
+
+@triton.jit
+def contribute(
+    ws_ptr, counts_ptr, tile, acc, iters, iters_per_tile, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    """Add acc, `iters` K iterations of `tile`, into the tile's fp32 slot.
+
+    Returns the slot and whether this contributor completed the tile's `iters_per_tile`: that one,
+    and only that one, then takes the sum (`take_sum`) and stores it.
+    """
+    offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    slot = ws_ptr + tile.to(tl.int64) * (BLOCK_M * BLOCK_N) + offsets
+    tl.atomic_add(slot, acc, sem="relaxed")
+    tl.debug_barrier()  # every thread's adds precede the release below
+    before = tl.atomic_add(counts_ptr + tile, iters, sem="acq_rel")
+    return slot, before + iters == iters_per_tile
+
+
+@triton.jit
+def take_sum(slot, counts_ptr, tile):
+    """The last contributor's read of its tile's sum, leaving the slot and the counter zeroed."""
+    total = tl.load(slot, cache_modifier=".cg")  # the other contributors' adds live in L2
+    tl.store(slot, tl.zeros_like(total))
+    tl.store(counts_ptr + tile, 0)
+    return total
