@@ -8,8 +8,10 @@ loads that bypass L1), zeroes the slot and the counter for the next launch (`tak
 the tile in the output dtype. No program waits on another, so no schedule deadlocks, the
 interpreter's sequential one included.
 
-So no launch zeroes anything: the slots and counters are zeroed once, when first made, and kept
-per device and stream (two launches on different streams never share them). Before, `splitk` and
+So no eager launch zeroes anything: the slots and counters are zeroed once, when first made, and
+kept per device and stream (two launches on different streams never share them); a CUDA graph
+being captured gets its own, zeroed by a memset node each replay runs (as it ran the memset and the
+cast before). Before, `splitk` and
 `streamk` zeroed an fp32 copy of C and converted it afterwards, three launches a call where this is
 one: a launcher's host time is what an eager caller of a short split-K kernel waits for (48.3 us
 against Triton's 10.0 us floor on an H100 host, docs/results/launch_overhead.csv).
@@ -33,6 +35,11 @@ MIN_COUNTERS = 1024
 
 
 def _kept_zeroed(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        # A CUDA graph being captured gets its own, zeroed by a memset it replays: memory allocated
+        # now is the graph's, and holds nothing until a replay, so it cannot serve eager calls, and a
+        # kept buffer shared with a graph could be summed into by a replay and an eager call at once.
+        return torch.zeros(numel, dtype=dtype, device=device)
     # The stream's raw handle from Triton's driver (0.2 us), not `torch.cuda.current_stream(device)`,
     # which builds a Stream object: 7-10 us of a call's host time on the H200's host.
     stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
