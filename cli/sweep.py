@@ -480,7 +480,7 @@ def print_summary(result, db: str, code: int | None = None) -> None:
                 )
             if len(rows) > 15:
                 print(f"    ... {len(rows) - 15} more: farm export results --out failed.csv")
-    for line in unmeasured_lines(result.failures):
+    for line in unmeasured_lines(result.failures) + restart_lines(result.faults):
         print("  " + line)
     for f in result.faults:
         back = f"back after {f.recovery_s:.1f} s" if f.recovery_s is not None else "not back"
@@ -489,6 +489,22 @@ def print_summary(result, db: str, code: int | None = None) -> None:
         print("  interrupted: every finished point is saved; run the same command again to resume")
     print(f"exit status {code}: {EXIT_STATUSES[code]}")
     print(f"next: farm best --db {db}    |    farm dashboard --db {db}")
+
+
+def restart_lines(faults) -> list[str]:
+    """The worker processes restarted for the instrument (farm.faults.INSTRUMENT): it failed twice in a
+    batch, which a fresh process then timed (an instrument that fails there too stores instrument_error)."""
+    from farm.faults import INSTRUMENT
+
+    restarts = [f for f in faults if f.kind == INSTRUMENT]
+    if not restarts:
+        return []
+    processes = "worker process" if len(restarts) == 1 else "worker processes"
+    first = restarts[0].detail.splitlines()[0][:200] if restarts[0].detail else ""
+    return [
+        f"{len(restarts)} {processes} restarted for the instrument, which failed twice in a batch "
+        f"(its points timed again in the fresh process): {first}"
+    ]
 
 
 def unmeasured_lines(failures) -> list[str]:

@@ -29,6 +29,7 @@ from farm import cluster, gpu_wait
 from farm.errors import UserError
 from farm.faults import (
     GPU_PHASES,
+    INSTRUMENT,
     WORKER_LOST,
     Fault,
     FaultPolicy,
@@ -306,7 +307,8 @@ class Driver:
         return max(0.05, min(FLUSH_EVERY_S, until))
 
     def _dispatch(self) -> None:
-        """Give the next batch to the least busy worker until every worker has its share in flight."""
+        """Give the next batch to the least busy worker until every worker has its share in flight; a
+        batch that waits for a restarted worker's fresh process (Batch.worker) goes to that one alone."""
         while self.queue or self._refill():
             ready = [
                 wi
@@ -315,10 +317,18 @@ class Driver:
             ]
             if not ready:
                 return
-            wi = min(ready, key=lambda i: self.workers[i].inflight)
+            batch = self._next_batch(ready)
+            if batch is None:
+                return
+            wi = (
+                batch.worker
+                if batch.worker is not None
+                else min(ready, key=lambda i: self.workers[i].inflight)
+            )
             w = self.workers[wi]
-            batch = self._without_quarantined(self._claimed(self.queue.popleft()))
+            batch = self._without_quarantined(self._claimed(batch))
             if batch.points:
+                batch.fresh_process = self.fault_policy.fresh_process(batch.points)
                 # the spec's timing: the worker makes its farm.timing.TimingPolicy (farm.timing imports torch)
                 best = self.best_ms.get((batch.dtype, batch.m, batch.n, batch.k))
                 batch.cut_ms = CUT_FACTOR * best if best else None
@@ -327,6 +337,21 @@ class Driver:
                 deadline = time.monotonic() + self._compile_allowance(batch)
                 self.inflight[gen] = InFlight(batch, wi, index_of, deadline=deadline)
                 w.inflight += 1
+
+    def _next_batch(self, ready: list[int]) -> Batch | None:
+        """The first queued batch one of the `ready` workers may run, taken off the queue (refilled from
+        the point source where no queued batch may run now); None if there is none."""
+        while True:
+            for i, batch in enumerate(self.queue):
+                if batch.worker is not None and not self.workers[batch.worker].alive:
+                    batch.worker = None  # its worker did not come back: any worker's process is fresher
+                if batch.worker is None or batch.worker in ready:
+                    del self.queue[i]
+                    return batch
+            queued = len(self.queue)
+            self._refill()
+            if len(self.queue) == queued:
+                return None
 
     def _claimed(self, batch: Batch) -> Batch:
         """The batch's points that this sweep now holds the claim of (db.claims): another running sweep
@@ -374,6 +399,9 @@ class Driver:
             if item.phase == "poisoned":  # a CUDA error while timing, or a batch that met a lost context
                 self._worker_lost(ray, flight.worker, "crashed", "CUDA context lost", kill=True)
                 return
+            if item.phase == "instrument_stale":  # the instrument failed twice: a fresh process may not
+                self._worker_lost(ray, flight.worker, INSTRUMENT, item.message, kill=True, stale=ref)
+                return
             flight.phase, flight.current = item.phase, item.index
             if item.phase == "timing":
                 flight.timing = item.indices
@@ -419,9 +447,10 @@ class Driver:
                 self._worker_lost(ray, flight.worker, "timeout", f"no progress on {label}", kill=True)
 
     def _worker_lost(
-        self, ray, wi: int, kind: str, detail: str, kill: bool = False, culprit: str = ""
+        self, ray, wi: int, kind: str, detail: str, kill: bool = False, culprit: str = "", stale=None
     ) -> None:
-        """Re-queue or settle every batch in flight on worker wi, then wait for Ray to restart it."""
+        """Re-queue or settle every batch in flight on worker wi, then wait for Ray to restart it.
+        kind INSTRUMENT: `stale` is the batch whose instrument failed twice; nobody is blamed."""
         w = self.workers[wi]
         suspect_label = culprit
         flights = {ref: flight for ref, flight in self.inflight.items() if flight.worker == wi}
@@ -430,15 +459,20 @@ class Driver:
             del self.inflight[ref]
             w.inflight -= 1
             gpu_elsewhere = any(other is not flight for other in on_gpu)
-            outcome = self.fault_policy.lost(flight, kind, detail, gpu_elsewhere)
+            if kind == INSTRUMENT:
+                outcome = self.fault_policy.restarted(flight, stale=ref == stale)
+            else:
+                outcome = self.fault_policy.lost(flight, kind, detail, gpu_elsewhere)
             if outcome.innocent:
                 self._requeue(outcome.innocent)
+            if outcome.fresh:  # at the front: the first batch the fresh process times
+                self._requeue(outcome.fresh, worker=wi)
             self._requeue(outcome.retry, single=True)
             for point, record in outcome.store:
                 self._store(point, record, wi)
             if outcome.suspects:
                 suspect_label = outcome.suspects[0].label()  # the one heard checked, before the one after it
-        fault = Fault(kind, wi, suspect_label, time.monotonic(), old_pid=w.info.pid)
+        fault = Fault(kind, wi, suspect_label, time.monotonic(), old_pid=w.info.pid, detail=detail)
         self.faults.append(fault)
         log.warning("worker %d: %s (%s) %s", wi, kind, detail, suspect_label)
         if kill:
@@ -470,12 +504,12 @@ class Driver:
         else:
             self._store(point, failure, wi)
 
-    def _requeue(self, points: list[Point], *, single: bool = False) -> None:
+    def _requeue(self, points: list[Point], *, single: bool = False, worker: int | None = None) -> None:
         """Put points back at the front of the queue: as one batch, or one batch per point (to find
-        out which of them kills its worker)."""
+        out which of them kills its worker); `worker`: for that worker alone (its fresh process)."""
         for group in [[p] for p in points] if single else [points] if points else []:
             p = group[0]
-            self.queue.appendleft(Batch(p.dtype, p.m, p.n, p.k, group, seed=self.spec.seed))
+            self.queue.appendleft(Batch(p.dtype, p.m, p.n, p.k, group, seed=self.spec.seed, worker=worker))
 
     # -- results -------------------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ class InstrumentError(Exception):
     """A measuring instrument failed while a batch was timed: torch.profiler (Kineto and the CUPTI it
     drives) or NVML, not the kernels it measured. farm.instrument raises it around every call the
     clock makes into them, with the instrument's own message; the worker times the batch again
-    once, then stores its points `instrument_error`, never `launch_error`."""
+    once, then has the driver restart its process for the batch (once a point), then stores its
+    points `instrument_error`, never `launch_error`."""
 
     def __init__(self, instrument: str, cause: BaseException | str):
         # args hold plain strings: the error pickles (Ray) and is rebuilt from them

@@ -8,6 +8,9 @@
   the batch's only point) is stored `timeout` at once: a hang is not worth a second deadline.
 - A config stored `crashed` or `timeout` is quarantined: its points on other shapes are stored
   with the same status without running, so one bad config cannot use up the restarts.
+- A worker whose instrument failed twice in one batch (farm.worker: CUPTI degrades in an old
+  process) is restarted; nobody is blamed. That batch's unfinished points wait for the fresh
+  process, once per point; the worker's other batches go back to the queue untouched.
 
 The driver applies the decisions (requeue, store, kill) and owns the Ray calls.
 """
@@ -27,12 +30,13 @@ QUARANTINED = "quarantined"
 
 @dataclass
 class Fault:
-    kind: str  # "crashed" | "timeout" | "worker lost"
+    kind: str  # "crashed" | "timeout" | "worker lost" | "instrument"
     worker: int
     point: str
     detected: float
     old_pid: int | None = None  # the process that failed; the restarted worker has another
     recovery_s: float | None = None
+    detail: str = ""  # what was heard: the instrument's message for "instrument"
 
 
 @dataclass
@@ -59,10 +63,14 @@ class LostBatch:
     innocent: list[Point]  # back to the queue as one batch
     retry: list[Point]  # each back alone (first failure)
     store: list[tuple[Point, MeasurementRecord]]  # settled: stored with this record
+    # back as one batch for the worker's restarted process alone (an instrument that went stale)
+    fresh: list[Point] = field(default_factory=list)
 
 
 # The fault kind of a worker whose process died (Ray's RayActorError), not hung or poisoned.
 WORKER_LOST = "worker lost"
+# The fault kind of a worker restarted because its instrument failed twice in one batch (farm.worker).
+INSTRUMENT = "instrument"
 # The phases in which a batch holds its worker's GPU (farm.worker: one batch at a time).
 GPU_PHASES = ("warmup", "check", "timing")
 
@@ -114,6 +122,7 @@ class FaultPolicy:
         self.versions = versions  # variant -> code version: part of a point's identity
         self.attempts: collections.Counter = collections.Counter()
         self.quarantine: dict[tuple, MeasurementRecord] = {}
+        self.fresh_given: set[tuple] = set()  # points given a fresh process for the instrument
 
     def retry(self, point: Point) -> bool:
         """Count a failure of `point`: True the first time (run it again, alone), then False (store it)."""
@@ -139,6 +148,23 @@ class FaultPolicy:
             else:
                 outcome.store.append((point, failure_record(point, Status.CRASHED, f"{kind}: {detail}")))
         return outcome
+
+    def restarted(self, flight: InFlight, stale: bool) -> LostBatch:
+        """A batch of a worker restarted for its instrument (INSTRUMENT): no suspects, no retry counted.
+        stale: the batch whose instrument failed twice; its unfinished points go to the fresh process
+        (`fresh`), noted so that they are never given another (`fresh_process`). The worker's other
+        batches are innocent."""
+        unfinished = [p for i, p in enumerate(flight.batch.points) if i not in flight.done]
+        if not stale:
+            return LostBatch(suspects=[], innocent=unfinished, retry=[], store=[])
+        self.fresh_given.update(p.key(self.versions[p.variant]) for p in unfinished)
+        return LostBatch(suspects=[], innocent=[], retry=[], store=[], fresh=unfinished)
+
+    def fresh_process(self, points: list[Point]) -> bool:
+        """Whether any of `points` was given its fresh process already: the worker then stores an
+        instrument's fault (`instrument_error`) instead of asking for another (one a point: a broken
+        instrument cannot loop)."""
+        return any(p.key(self.versions[p.variant]) in self.fresh_given for p in points)
 
     def stored(self, point: Point, record: MeasurementRecord) -> None:
         """Note a stored record: a config that ended crashed or timeout is quarantined."""

@@ -103,6 +103,11 @@ class Batch:
     # The early cut: a point whose first samples read over this many ms stops at the minimum
     # repetitions (db.records.CUT_FACTOR times the best kernel time stored for the shape); None: no cut.
     cut_ms: float | None = None
+    # Its points were given a fresh worker process for the instrument (farm.faults.FaultPolicy.restarted):
+    # a fault of the instrument in this one is stored, not sent to another process.
+    fresh_process: bool = False
+    # The worker whose restarted process this batch waits for (the driver's; None: any worker).
+    worker: int | None = None
 
 
 def check_variants(spec: GridSpec) -> None:

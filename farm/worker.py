@@ -29,7 +29,10 @@ ERROR_CHARS = 2000
 # How often a batch is timed while the instrument fails (farm.instrument) before its points are stored
 # `instrument_error`: the profiler's failure on a fresh H100 (Kineto's internal assert, 95 of 359
 # points) did not come back when the same command ran again, so a second try is worth its time; one
-# that fails again stores them (--retry-failed measures them later) rather than hold the GPU.
+# that fails again stores them (--retry-failed measures them later) rather than hold the GPU. A batch
+# not given a fresh process yet asks for one instead ("instrument_stale"): CUPTI's kernel timestamps
+# drift in a long-lived process until Kineto drops them (docs/design.md, "Instrument faults"), and the
+# shipped losses struck only a resumed sweep's oldest processes, never a fresh one.
 INSTRUMENT_TRIES = 2
 
 
@@ -38,10 +41,11 @@ class Progress:
     """What a batch is doing now. `index` is the point being checked; `estimate_s` the phase's
     expected length, from which the driver sets its deadline."""
 
-    phase: str  # "queued" | "warmup" | "check" | "timing" | "poisoned"
+    phase: str  # "queued" | "warmup" | "check" | "timing" | "poisoned" | "instrument_stale"
     index: int | None = None
     estimate_s: float = 0.0
     indices: tuple[int, ...] = ()  # the points being timed
+    message: str = ""  # "instrument_stale": the instrument's failure
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class _Timing:
     seed: int
     cut_ms: float | None
     device: object  # torch.device
+    fresh_process: bool = False  # farm.plan.Batch.fresh_process: an instrument's fault is stored here
 
 
 def failure_status(exc: BaseException) -> str:
@@ -149,6 +154,9 @@ class GpuWorker:
         self.warmup_s = warmup_s
         self.warm = False
         self.poisoned = False
+        # The instrument failed twice in one batch: this process is to be restarted (farm.faults), and
+        # no batch is timed in it meanwhile.
+        self.stale = False
         self.clock = None
 
     def info(self) -> WorkerInfo:
@@ -213,6 +221,8 @@ class GpuWorker:
             if self.poisoned:
                 yield Progress("poisoned")
                 return
+            if self.stale:  # the driver restarts this process and runs the batch again, unblamed
+                return
             reference = reference_matmul(a, b)
             ready = []
             for index, slot in enumerate(slots):
@@ -230,7 +240,7 @@ class GpuWorker:
                 ready.append(index)
             if not ready:
                 return
-            timing = _Timing(policy, seed, batch.cut_ms, device)
+            timing = _Timing(policy, seed, batch.cut_ms, device, batch.fresh_process)
             yield from self._time(timing, [slots[i] for i in ready], ready)
 
     # -- timing, the instrument's faults and physics -------------------------------------------
@@ -275,7 +285,9 @@ class GpuWorker:
 
         An exception while timing: a lost CUDA context poisons the worker (the driver restarts it and
         blames the points timed); the instrument's (farm.instrument: the profiler, CUPTI, NVML) times
-        the points again once, then stores them `instrument_error`; any other is the launchers',
+        the points again once, then, unless the batch was given its fresh process already, stops the
+        batch with "instrument_stale" (the driver restarts the worker and requeues the points for the
+        fresh process, unblamed), else stores them `instrument_error`; any other is the launchers',
         `launch_error` (farm.compile.failure_status)."""
         from farm import measure
         from farm.instrument import instrument_fault
@@ -310,6 +322,12 @@ class GpuWorker:
                         yield self._record(slot, failure_status(exc), error=_error_text(exc))
                     return None
                 faults.append(fault)
+                if len(faults) == INSTRUMENT_TRIES and not timing.fresh_process:
+                    self.stale = True
+                    yield Progress(
+                        "instrument_stale", indices=tuple(indices), message=str(fault)[:ERROR_CHARS]
+                    )
+                    return None
                 if len(faults) == INSTRUMENT_TRIES:
                     # the instrument's own words first: the line the summary and the failed list show
                     said = f"the instrument failed on each of {len(faults)} tries; not the kernel's fault"

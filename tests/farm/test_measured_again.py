@@ -1,10 +1,11 @@
 """What a worker stores when a time is impossible or the instrument fails (in process, no Ray, no GPU).
 
 A time physics forbids (db.physics) is measured again once and stored `implausible` if it repeats; a
-failure of the profiler or NVML is timed again once and stored `instrument_error` if it repeats; a
-launcher that raises while timed stays `launch_error`. The clock is farm.clock.CudaClock on the CPU:
-CUDA events, sleep and sync faked, the real torch.profiler; faults are planted in the profiler's and
-NVML's own calls, where they happen on a GPU."""
+failure of the profiler or NVML is timed again once and, in the fresh process the driver gave the
+batch, stored `instrument_error` if it repeats (in an older one the batch asks for a fresh process:
+test_fresh_process.py); a launcher that raises while timed stays `launch_error`. The clock is
+farm.clock.CudaClock on the CPU: CUDA events, sleep and sync faked, the real torch.profiler; faults are
+planted in the profiler's and NVML's own calls, where they happen on a GPU."""
 
 import pickle
 import time
@@ -99,14 +100,15 @@ def torch_matmul(refuse_after: int | None = None):
     return launch
 
 
-def batch_of(monkeypatch, launcher, n_points=2) -> Batch:
-    """A batch of `n_points` configs of a variant launching `launcher`, on 40x24x48."""
+def batch_of(monkeypatch, launcher, n_points=2, fresh_process=True) -> Batch:
+    """A batch of `n_points` configs of a variant launching `launcher`, on 40x24x48; fresh_process: its
+    points were given their fresh process already (farm.faults), so an instrument failing twice is stored."""
     monkeypatch.setitem(_REGISTRY, "plain", Variant("plain", get_space("tiled"), launcher=launcher))
     points = [
         Point("plain", "float32", 40, 24, 48, MatmulConfig(16, bn, 16, num_warps=4, num_stages=2))
         for bn in (16, 32)[:n_points]
     ]
-    return Batch("float32", 40, 24, 48, points, seed=1)
+    return Batch("float32", 40, 24, 48, points, seed=1, fresh_process=fresh_process)
 
 
 def run(worker, batch, policy=POLICY) -> tuple[list, list]:
@@ -228,6 +230,23 @@ def test_a_profiler_failure_is_the_instruments(worker, on_cuda_clock, monkeypatc
         "2 points: the instrument failed (profiler/CUPTI/NVML), not the kernels: "
         f"torch.profiler: RuntimeError: {KINETO_ASSERT}; --retry-failed measures them again"
     ) in out
+
+
+def test_an_old_process_whose_instrument_fails_twice_asks_for_a_fresh_one(worker, on_cuda_clock, monkeypatch):
+    """A batch not given a fresh process yet: after the second failure it stores nothing and reports
+    "instrument_stale" with the instrument's words (the driver restarts the worker); the worker times no
+    other batch meanwhile."""
+    monkeypatch.setattr(worker, "stale", False, raising=False)
+    stops = planted(monkeypatch, torch.autograd.profiler, "_disable_profiler", None, kineto_assert)
+    out = list(worker.run_batch(batch_of(monkeypatch, torch_matmul(), fresh_process=False), POLICY, 1))
+    assert len(stops) == 2 and not [r for r in out if hasattr(r, "status")]
+    assert [p.phase for p in out if p.phase in ("timing", "instrument_stale")] == ["timing"] * 2 + [
+        "instrument_stale"
+    ]
+    assert out[-1].indices == (0, 1) and out[-1].message == f"torch.profiler: RuntimeError: {KINETO_ASSERT}"
+    assert worker.stale
+    after = list(worker.run_batch(batch_of(monkeypatch, torch_matmul()), POLICY, 1))
+    assert [p.phase for p in after] == ["queued"] and len(stops) == 2  # refused, not timed
 
 
 def test_an_nvml_failure_is_the_instruments(worker, on_cuda_clock, monkeypatch):
