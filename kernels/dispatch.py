@@ -19,7 +19,9 @@ A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, 
 and k), preferring shapes whose rows are aligned as the problem's are (16-byte rows or not:
 `kernels.space.unaligned_rows` says why that decides between cuBLAS and TMA; a problem of aligned rows
 takes no shape of unaligned ones: `aligned_shapes`; carried from aligned rows to unaligned ones, a TMA
-entry serves on padded copies and the other times count slower: `across_alignment`), then shapes
+entry serves on padded copies and the other times count slower: `across_alignment`; an unaligned shape
+that never ran TMA on padded copies meets the nearest aligned shape's padded estimate:
+`unmeasured_padding`), then shapes
 of the same bucket (`shape_bucket`:
 a decode-sized M, a skinny output with long K, or the rest). At that shape each Triton entry is
 fitted to the problem (its GROUP_SIZE_M cut to the problem's tile rows, its split of K to the programs
@@ -240,6 +242,17 @@ def beats_library(candidate: Candidate, library: TunedEntry | None, objective: s
     return candidate.eager_wait_ms * SHORT_CALL_MARGIN <= rival.eager_wait_ms
 
 
+def unmeasured_padding(entries: list[TunedEntry]) -> bool:
+    """Whether an unaligned tuned shape's entries lack TMA on padded copies (`PADS_ROWS`): a sweep that
+    never ran them there knows nothing of them, and its winners carry poorly. The shipped H100 study
+    measured its unaligned shapes with grouped, splitk and cuBLAS only; decided from them, unseen
+    unaligned shapes ran `grouped` at 0.26-0.76 of the faster of cuBLAS and Inductor (5000x1234x3000:
+    199 us against Inductor's 67) and cuBLAS at 2500^3 (194 us), where `persistent_tma_pad` decided from
+    aligned shapes ran 76-85 us (H100 bf16, docs/results/vs_libraries_h100_unseen.csv). Such a shape's
+    decision then meets the nearest aligned shape's padded TMA estimate, and the lower cost serves."""
+    return not any(e.variant in PADS_ROWS for e in entries)
+
+
 def aligned_shapes(shapes: list[tuple[int, int, int]], dtype: torch.dtype) -> list[tuple[int, int, int]]:
     """The tuned shapes whose rows are 16-byte aligned, the only ones that decide for a problem whose rows
     are: where rows are not, cuBLAS runs 2-4x slower (4097^3 bf16: 1.04 ms against 0.256 for
@@ -282,6 +295,23 @@ class Choice:
     variant: str
     config: MatmulConfig
     tuned_shape: tuple[int, int, int] | None  # the measured shape it came from; None for the fallback
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A tuned shape's choice for a problem and its estimated cost there (`cost`): how two tuned shapes'
+    choices compare (`unmeasured_padding`)."""
+
+    choice: Choice
+    cost: float
+
+
+def cost(candidate: Candidate, objective: str) -> float:
+    """What ranks a candidate for the objective: its estimated time, or, under the eager objective for a
+    short call (under SHORT_CALL_MS), what an eager caller waits for (`serving_order`'s rule)."""
+    if objective == KERNEL or candidate.ms >= SHORT_CALL_MS:
+        return candidate.ms
+    return candidate.eager_wait_ms
 
 
 def device_name(device: torch.device) -> str:
@@ -369,31 +399,70 @@ class Dispatcher:
             return Choice(LIBRARY, LIBRARY_CONFIG, None)
         problem = Problem(m, n, k, dtype)
         aligned, bucket = unaligned_rows(problem) is None, shape_bucket(m, n, k)
-        order = sorted(
-            aligned_shapes(list(shapes), dtype) if aligned else shapes,
-            key=lambda s: (
-                (unaligned_rows(Problem(*s, dtype)) is None) != aligned,
-                shape_bucket(*s) != bucket,
-                shape_distance(s, (m, n, k)),
-            ),
-        )
-        for shape in order:
-            entries = shapes[shape]
-            libraries = [library_rival(e, shape, problem) for e in entries if e.variant == LIBRARY]
-            candidates = [
-                self._candidate(e, shape, problem, programs) for e in entries if tile_variant(e) is not None
-            ]
-            for candidate in serving_order(candidates, objective):
-                if tile_variant(candidate.entry).space.prune(candidate.config, problem) is not None:
-                    continue
-                # Every library entry of the shape is a rival (see the module's docstring for where
-                # several come from): the candidate must beat each.
-                if all(beats_library(candidate, library, objective) for library in libraries):
-                    return Choice(candidate.entry.variant, candidate.config, shape)
-                return Choice(LIBRARY, LIBRARY_CONFIG, shape)
-            if libraries:  # the library alone measured here, or no candidate legal for the problem
-                return Choice(LIBRARY, LIBRARY_CONFIG, shape)
-        return Choice(LIBRARY, LIBRARY_CONFIG, None)
+
+        def nearest(candidates: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+            return sorted(
+                candidates,
+                key=lambda s: (
+                    (unaligned_rows(Problem(*s, dtype)) is None) != aligned,
+                    shape_bucket(*s) != bucket,
+                    shape_distance(s, (m, n, k)),
+                ),
+            )
+
+        def first_decision(order: list[tuple[int, int, int]]) -> Decision | None:
+            for shape in order:
+                decision = self._decide_at(shape, shapes[shape], problem, programs, objective)
+                if decision is not None:
+                    return decision
+            return None
+
+        if aligned:
+            decision = first_decision(nearest(aligned_shapes(list(shapes), dtype)))
+            return decision.choice if decision is not None else Choice(LIBRARY, LIBRARY_CONFIG, None)
+        decision = first_decision(nearest(list(shapes)))
+        if decision is None:
+            return Choice(LIBRARY, LIBRARY_CONFIG, None)
+        tuned = decision.choice.tuned_shape
+        if across_alignment(tuned, problem) or not unmeasured_padding(shapes[tuned]):
+            return decision.choice
+        # The unaligned shape never ran TMA on padded copies: the nearest aligned shape's TMA entries,
+        # served so, are its rival.
+        padded = first_decision(nearest(aligned_shapes(list(shapes), dtype)))
+        if padded is not None and padded.choice.variant in PADS_ROWS and padded.cost < decision.cost:
+            return padded.choice
+        return decision.choice
+
+    def _decide_at(
+        self,
+        shape: tuple[int, int, int],
+        entries: list[TunedEntry],
+        problem: Problem,
+        programs: int,
+        objective: str,
+    ) -> Decision | None:
+        """What the tuned shape decides for the problem, with its estimated cost there; None where it
+        decides nothing (no entry this program can serve or weigh)."""
+        libraries = [library_rival(e, shape, problem) for e in entries if e.variant == LIBRARY]
+        candidates = [
+            self._candidate(e, shape, problem, programs) for e in entries if tile_variant(e) is not None
+        ]
+        for candidate in serving_order(candidates, objective):
+            if tile_variant(candidate.entry).space.prune(candidate.config, problem) is not None:
+                continue
+            # Every library entry of the shape is a rival (see the module's docstring for where
+            # several come from): the candidate must beat each.
+            if all(beats_library(candidate, library, objective) for library in libraries):
+                return Decision(
+                    Choice(candidate.entry.variant, candidate.config, shape), cost(candidate, objective)
+                )
+            rivals = [Candidate(library, LIBRARY_CONFIG, candidate.ratio) for library in libraries]
+            return Decision(Choice(LIBRARY, LIBRARY_CONFIG, shape), min(cost(r, objective) for r in rivals))
+        if libraries:  # the library alone measured here, or no candidate legal for the problem
+            work = problem.m * problem.n * problem.k / math.prod(shape)
+            rivals = [Candidate(library, LIBRARY_CONFIG, work) for library in libraries]
+            return Decision(Choice(LIBRARY, LIBRARY_CONFIG, shape), min(cost(r, objective) for r in rivals))
+        return None
 
     def _device(self, device: torch.device) -> tuple[str, int, bool]:
         found = self._devices.get(device)

@@ -311,6 +311,48 @@ def test_an_unaligned_problem_decided_from_aligned_shapes_runs_tma_on_padded_cop
     assert wide.variant == "cublas"
 
 
+def _h100_study(tmp_path, *extra) -> Dispatcher:
+    """The shipped H100 study's bf16 entries at three shapes (dashboard/demo/h100-study.db's export):
+    two unaligned ones measured with grouped, splitk and cuBLAS only, and the aligned 3000^3 and 1024^3."""
+    w8s3, w4s3, w8s4, w4s4 = ({"num_warps": w, "num_stages": s} for w, s in ((8, 3), (4, 3), (8, 4), (4, 4)))
+    study = [
+        ((2999, 1501, 1234), "grouped", 0.116, MatmulConfig(128, 128, 32, group_m=8, **w8s3), 0.0327),
+        ((2999, 1501, 1234), "cublas", 0.1234, None, 0.0317),
+        ((1000, 1500, 700), "grouped", 0.0135, MatmulConfig(64, 128, 32, **w4s3), 0.0385),
+        ((1000, 1500, 700), "cublas", 0.0198, None, 0.0175),
+        ((3000, 3000, 3000), "cublas", 0.0818, None, 0.0363),
+        ((3000, 3000, 3000), "persistent_tma", 0.138, MatmulConfig(128, 256, 64, **w8s4), 0.0367),
+        ((1024, 1024, 1024), "cublas", 0.0065, None, 0.032),
+        ((1024, 1024, 1024), "persistent_tma", 0.008, MatmulConfig(64, 128, 64, **w4s4), 0.0297),
+    ]
+    rows = [_entry(shape, v, ms, cfg, dtype="bfloat16", host_ms=host) for shape, v, ms, cfg, host in study]
+    return Dispatcher.load(_write(tmp_path, rows + list(extra)))
+
+
+def test_an_unaligned_shape_that_never_ran_padded_tma_meets_the_aligned_shapes_padded_estimate(tmp_path):
+    """Decided from the H100 study's unaligned shapes alone, the unseen 5000x1234x3000 took
+    2999x1501x1234's `grouped` and ran 199 us against Inductor's 67 (H100 bf16); `persistent_tma_pad`
+    decided from 3000^3 ran 79. The unaligned shape never ran TMA on padded copies: its decision meets
+    3000^3's padded estimate."""
+    choice = _h100_study(tmp_path).choose(5000, 1234, 3000, torch.bfloat16, GPU, programs=SMS)
+    assert (choice.variant, choice.tuned_shape) == ("persistent_tma_pad", (3000, 3000, 3000))
+    # control: an unaligned shape that measured padded TMA decides alone (here it ran slower than grouped)
+    measured = _entry((2999, 1501, 1234), "persistent_tma_pad", 0.2, BIG_TILE, dtype="bfloat16", host_ms=0.04)
+    choice = _h100_study(tmp_path, measured).choose(5000, 1234, 3000, torch.bfloat16, GPU, programs=SMS)
+    assert (choice.variant, choice.tuned_shape) == ("grouped", (2999, 1501, 1234))
+
+
+def test_the_padded_estimate_counts_what_an_eager_caller_waits_for(tmp_path):
+    """At 1000x1500x700 (a short call) the padded estimate from 1024^3 is 13.8 us of kernel (11.0 and the
+    copies) but its launcher's 30 us of host: an eager caller waits less for cuBLAS's 20 us, as measured
+    there (the padded pick read 71.5 us eagerly against cuBLAS's 22.7, H100). Under the kernel
+    objective the kernel estimates decide: the shape's own `grouped`, 13.5 us."""
+    dispatch = _h100_study(tmp_path)
+    assert dispatch.choose(1000, 1500, 700, torch.bfloat16, GPU, programs=SMS).variant == "cublas"
+    kernel = dispatch.choose(1000, 1500, 700, torch.bfloat16, GPU, programs=SMS, objective="kernel")
+    assert (kernel.variant, kernel.tuned_shape) == ("grouped", (1000, 1500, 700))
+
+
 def test_a_pad_twin_costs_its_copies(tmp_path):
     """A read and a write of each unaligned operand, nothing for an aligned one or for C."""
     from kernels.dispatch import PAD_COPY_BYTES_PER_MS, pad_copy_ms
