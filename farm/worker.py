@@ -30,9 +30,10 @@ ERROR_CHARS = 2000
 # `instrument_error`: the profiler's failure on a fresh H100 (Kineto's internal assert, 95 of 359
 # points) did not come back when the same command ran again, so a second try is worth its time; one
 # that fails again stores them (--retry-failed measures them later) rather than hold the GPU. A batch
-# not given a fresh process yet asks for one instead ("instrument_stale"): CUPTI's kernel timestamps
-# drift in a long-lived process until Kineto drops them (docs/design.md, "Instrument faults"), and the
-# shipped losses struck only a resumed sweep's oldest processes, never a fresh one.
+# not given a fresh process yet asks for one instead ("instrument_stale"): the shipped losses struck only
+# a resumed sweep's oldest processes, never a fresh one, and the likeliest cause, CUPTI's kernel
+# timestamps drifting in a long-lived process until Kineto drops them, is the process's own state
+# (docs/design.md, "Instrument faults").
 INSTRUMENT_TRIES = 2
 
 
