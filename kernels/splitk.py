@@ -9,8 +9,8 @@ a 512x512 output in 128x128 tiles is 16 programs for 132 SMs; SPLIT_K = 8 fills 
 
 Cost: the fp32 slots are written by SPLIT_K atomic adds, read and zeroed by the last chunk (4 B
 read, 4 B written per element), in the one kernel: no memset before it and no conversion after
-it, which were two more launches a call (48.3 us of host time a call against Triton's 10.0 us
-floor on an H100 host). The order of the atomic adds varies from run to run, so results are not
+it, which were two more launches a call (the launcher's host time 48.3-62.0 us a call with them,
+23.4-40.5 without, H100 hosts). The order of the atomic adds varies from run to run, so results are not
 bitwise reproducible (see splitk_det).
 """
 
