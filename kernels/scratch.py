@@ -62,6 +62,22 @@ def zeroed_slots(tiles: int, block_m: int, block_n: int, device: torch.device) -
     return _kept_zeroed(tiles * block_m * block_n, torch.float32, device)
 
 
+class ScratchOperands:
+    """A bound summing kernel's leading arguments (`kernels.launching.BoundCall`): the tensors, then the
+    slots and counters for `tiles` tiles, looked up at each call (kept per stream: the call's stream
+    may not be the first call's)."""
+
+    __slots__ = ("block_m", "block_n", "tiles")
+
+    def __init__(self, tiles: int, block_m: int, block_n: int) -> None:
+        self.tiles, self.block_m, self.block_n = tiles, block_m, block_n
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple:
+        device = a.device
+        slots = zeroed_slots(self.tiles, self.block_m, self.block_n, device)
+        return a, b, c, slots, zeroed_counters(self.tiles, device)
+
+
 def scratch_is_zeroed() -> bool:
     """Whether every kept slot and counter is zero: what each launch must leave behind."""
     return all(not bool(kept.any()) for kept in _KEPT.values())

@@ -19,12 +19,13 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
-from kernels.launching import DirectCalls
+from kernels.launching import BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
 from kernels.scratch import contribute, take_sum, zeroed_counters, zeroed_slots
 from kernels.tile import (
+    bind_pointer,
     pointer_constexprs,
     pointer_key,
     pointer_layout,
@@ -98,3 +99,13 @@ def splitk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     launch_split(a, b, c, cfg, atomic=True)
     return c
+
+
+@binds("splitk")
+def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
+    """`splitk` at cfg for operands like a and b, its compiled kernel held (`bound_launch`): the launch
+    `launch_split(atomic=True)` keys (stride_ck 0), its kept slots and counters looked up per call."""
+    tiles = cdiv(a.shape[0], cfg.block_m) * cdiv(b.shape[1], cfg.block_n)
+    return bind_pointer(
+        _CALLS, a, b, cfg, fallback, key_extra=(0, True), args_extra=(0,), scratch_tiles=tiles
+    )

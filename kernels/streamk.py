@@ -14,12 +14,19 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
-from kernels.launching import DirectCalls
+from kernels.launching import BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
 from kernels.scratch import contribute, take_sum, zeroed_counters, zeroed_slots
-from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, store_tile, tile_accumulate
+from kernels.tile import (
+    bind_pointer,
+    pointer_constexprs,
+    pointer_key,
+    pointer_layout,
+    store_tile,
+    tile_accumulate,
+)
 
 
 def streamk_work(pid: int, tiles: int, iters_per_tile: int, programs: int) -> list[tuple[int, int, int]]:
@@ -103,3 +110,15 @@ def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     )  # fmt: skip
     return c
 
+
+
+@binds("streamk")
+def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
+    """`streamk` at cfg for operands like a and b, its compiled kernel held (`bound_launch`); its kept
+    slots and counters (one a tile) looked up per call."""
+    (m, k), n = a.shape, b.shape[1]
+    programs = streamk_programs(a.device, m, n, k, cfg)
+    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
+    return bind_pointer(
+        _CALLS, a, b, cfg, fallback, key_extra=(programs,), args_extra=(programs,), scratch_tiles=tiles
+    )

@@ -21,13 +21,20 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
-from kernels.launching import DirectCalls
+from kernels.launching import BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit
 from kernels.scratch import contribute, take_sum, zeroed_counters, zeroed_slots
 from kernels.streamk import streamk_piece, streamk_programs, streamk_share, streamk_work
-from kernels.tile import pointer_constexprs, pointer_key, pointer_layout, store_tile, tile_accumulate
+from kernels.tile import (
+    bind_pointer,
+    pointer_constexprs,
+    pointer_key,
+    pointer_layout,
+    store_tile,
+    tile_accumulate,
+)
 
 
 def hybrid_split(tiles: int, programs: int) -> tuple[int, int]:
@@ -164,3 +171,15 @@ def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c
+
+
+@binds("streamk_hybrid")
+def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
+    """`streamk_hybrid` at cfg for operands like a and b, its compiled kernel held (`bound_launch`); the
+    kept slots and counters of its shared tiles looked up per call."""
+    (m, k), n = a.shape, b.shape[1]
+    programs = streamk_programs(a.device, m, n, k, cfg)
+    _, shared = hybrid_split(cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n), programs)
+    return bind_pointer(
+        _CALLS, a, b, cfg, fallback, key_extra=(programs,), args_extra=(programs,), scratch_tiles=shared
+    )

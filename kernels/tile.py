@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from kernels.launching import BoundCall, pointer_operands
+from kernels.scratch import ScratchOperands
 from kernels.sizes import cdiv
 
 # Past 16 elements Triton's own specialisation already knows the divisibility.
@@ -61,21 +62,29 @@ def pointer_key(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, strides: tupl
     )  # fmt: skip
 
 
-def bind_pointer(calls, a: torch.Tensor, b: torch.Tensor, cfg, fallback):
+def bind_pointer(
+    calls, a: torch.Tensor, b: torch.Tensor, cfg, fallback, *, key_extra=(), args_extra=(), scratch_tiles=None
+):
     """A pointer kernel launched by `calls` (kernels.launching.DirectCalls) into a fresh (M, N) C, bound
     to operands like a and b (`kernels.launching.bound_launch`): the key the launcher made, looked up
     once. None where that key was never compiled, or an operand or C starts off 16 bytes (the bound
-    call keeps only 16-byte starts, Triton's pointer specialisation). The kernel takes
-    (a, b, c, M, N, K, six strides, constexprs), as `tiled` and `grouped` do."""
+    call keeps only 16-byte starts, Triton's pointer specialisation). The kernel takes (a, b, c, M, N, K,
+    six strides, `args_extra`, constexprs), as `tiled` and `grouped` do, and the launcher's key ends with
+    the config and `key_extra`; a summing kernel (`scratch_tiles`: split-K, stream-K) takes its kept
+    slots and counters for that many tiles after C (`kernels.scratch.ScratchOperands`)."""
     (m, k), n = a.shape, b.shape[1]
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     strides, align = pointer_layout(a, b, c)
-    known = calls.compiled(pointer_key(a, b, c, strides, align, cfg))
+    known = calls.compiled(pointer_key(a, b, c, strides, align, cfg, *key_extra))
     if known is None or (a.data_ptr() | b.data_ptr() | c.data_ptr()) % 16:
         return None
     runner, constexprs = known
-    tail = (m, n, k, *strides, *constexprs)
-    return BoundCall(runner, pointer_operands, tail, (m, n), a.device, a.dtype, fallback)
+    tail = (m, n, k, *strides, *args_extra, *constexprs)
+    if scratch_tiles is None:
+        operands = pointer_operands
+    else:
+        operands = ScratchOperands(scratch_tiles, cfg.block_m, cfg.block_n)
+    return BoundCall(runner, operands, tail, (m, n), a.device, a.dtype, fallback)
 
 
 # A K loop of at most this many BLOCK_K steps runs as one masked loop (`grouped`): at 495x5333x71 (three

@@ -2,7 +2,8 @@
 `splitk`, `splitk_det`): a key's second launch calls the compiled kernel directly with this call's tensors and
 what the first call gave Triton, constexprs in the kernel's order; anything Triton specialised on
 that differs (a size, a stride, an operand's start modulo 16, the config, atomic or workspace)
-takes Triton's path under a new key.
+takes Triton's path under a new key. The summing variants' launches bound to a problem (the
+dispatcher's routes) pass their kept scratch too.
 
 Without a GPU nothing compiles, so the kernel is replaced by a stand-in (kernelkit.py); the
 variants' results through the interpreter are test_variants.py's. On a GPU, benchmarks/launch_overhead.py
@@ -181,3 +182,33 @@ def test_split_kernel_keeps_atomic_and_workspace_launches_apart(split_kernel):
     assert [call[stride_ck] for call in calls] == [0, 40 * 48]
     values = [dict(zip(names[stride_ck + 1 :], call[stride_ck + 1 :], strict=True)) for call in calls]
     assert [v["ATOMIC"] for v in values] == [True, False] and all(v["SPLIT_K"] == 2 for v in values)
+
+
+@pytest.mark.parametrize(("variant", "kernel"), [("splitk", "split"), ("streamk", "streamk"),
+                                                 ("streamk_hybrid", "streamk_hybrid")])  # fmt: skip
+def test_a_summing_kernel_bound_to_a_problem_passes_this_calls_tensors_and_the_kept_scratch(
+    stand_ins, variant, kernel
+):
+    """`bound_launch` of the summing variants (kernels.dispatch's route of a decided call): after the
+    first launch through the launcher, the bound call gives the runner this call's A, B and a fresh C,
+    the scratch kept for the stream (the same slots and counters the launcher passed), and what Triton
+    was given first. Before any launch there is nothing to bind."""
+    from kernels.launching import BoundCall, bound_launch
+
+    cfg, _ = VARIANTS[variant]
+    a, b = _operands(40, 64, 48)
+    fallback = lambda a, b: None
+    assert bound_launch(variant, a, b, cfg, fallback) is None  # not compiled yet
+    get_variant(variant).launch(a, b, cfg)
+    bound = bound_launch(variant, a, b, cfg, fallback)
+    assert isinstance(bound, BoundCall)
+    a2, b2 = _operands(40, 64, 48, seed=1)
+    c2 = bound(a2, b2)
+    stand_in = stand_ins[kernel]
+    (_, jit_args, kwargs) = stand_in.jit_calls[0]
+    (call,) = stand_in.compiled.calls
+    assert call[0] is a2 and call[1] is b2 and call[2] is c2 and c2.shape == (40, 64)
+    assert call[3] is jit_args[3] and call[4] is jit_args[4]  # the kept slots and counters
+    assert any(call[3] is kept for kept in _KEPT_SCRATCH.values())
+    names = stand_in.arg_names[len(jit_args) :]
+    assert call[5:] == (*jit_args[5:], *(kwargs[name] for name in names))  # sizes, strides, extra, constexprs
