@@ -10,13 +10,12 @@ interpreter's sequential one included.
 
 So no eager launch zeroes anything: the slots and counters are zeroed once, when first made, and
 kept per device and stream (two launches on different streams never share them); a CUDA graph
-being captured gets its own, zeroed by a memset node each replay runs (as it ran the memset and the
-cast before). Before, `splitk` and
-`streamk` zeroed an fp32 copy of C and converted it afterwards, three launches a call where this is
-one: a launcher's host time is what an eager caller of a short split-K kernel waits for. On H100 hosts
-the split-K launcher took 48.3-62.0 us a call with them, 23.4-40.5 without (kernels_per_call 3 -> 1,
-docs/results/launch_overhead.csv), every result accurate over 30 calls of six shapes and in CUDA-graph
-replays.
+being captured gets its own, zeroed by a memset node each replay runs. Before, `splitk` and `streamk`
+zeroed an fp32 copy of C and converted it afterwards, three launches a call where this is one, and a
+launcher's host time is what an eager caller of a short split-K kernel waits for: on H100 hosts the
+split-K launcher took 48.3-62.0 us a call with them, 23.4-40.5 without (kernels_per_call 3 -> 1,
+docs/results/launch_overhead.csv), every result accurate over 30 calls of six shapes and in
+CUDA-graph replays.
 
 The kept slots grow to the largest problem seen and are never given back: at most the fp32 size of
 the largest C that went through split-K or stream-K (64 MiB at 4096 x 4096), as PyTorch's caching
