@@ -255,7 +255,7 @@ def layers(shape: str, calls: int) -> list[tuple[str, float]]:
     """Host us a call of each layer a launcher is made of, at one shape (split-K's kernel as the example)."""
     import triton
 
-    from kernels.scratch import zeroed_counters, zeroed_slots
+    from kernels.scratch import zeroed_scratch
     from kernels.splitk import _splitk_kernel
     from kernels.tile import pointer_layout
 
@@ -265,11 +265,10 @@ def layers(shape: str, calls: int) -> list[tuple[str, float]]:
     cfg = VARIANTS["splitk"]
     grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n) * cfg.split_k,)
     strides, align = pointer_layout(a, b, c32)
-    tiles = grid[0] // cfg.split_k
+    slots, counters = zeroed_scratch(grid[0] // cfg.split_k, cfg.block_m, cfg.block_n, device)
     params = {
         "a_ptr": a, "b_ptr": b, "c_ptr": c32, "M": m, "N": n, "K": k,
-        "ws_ptr": zeroed_slots(tiles, cfg.block_m, cfg.block_n, device),
-        "counts_ptr": zeroed_counters(tiles, device),
+        "ws_ptr": slots, "counts_ptr": counters,
         "stride_am": strides[0], "stride_ak": strides[1], "stride_bk": strides[2],
         "stride_bn": strides[3], "stride_cm": strides[4], "stride_cn": strides[5], "stride_ck": 0,
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": 1,

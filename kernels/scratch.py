@@ -56,9 +56,14 @@ def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
     return _kept_zeroed(max(tiles, MIN_COUNTERS), torch.int32, device)
 
 
-def zeroed_slots(tiles: int, block_m: int, block_n: int, device: torch.device) -> torch.Tensor:
-    """Zeroed fp32 slots for `tiles` tiles of block_m x block_n, kept for this device and stream."""
-    return _kept_zeroed(tiles * block_m * block_n, torch.float32, device)
+def zeroed_scratch(
+    tiles: int, block_m: int, block_n: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A summing kernel's (slots, counters): zeroed fp32 slots for `tiles` tiles of block_m x block_n (one
+    at least: a launch with nothing to share still passes a pointer) and their counters, kept for this
+    device and its current stream."""
+    slots = _kept_zeroed(max(tiles, 1) * block_m * block_n, torch.float32, device)
+    return slots, zeroed_counters(tiles, device)
 
 
 class ScratchOperands:
@@ -72,9 +77,7 @@ class ScratchOperands:
         self.tiles, self.block_m, self.block_n = tiles, block_m, block_n
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple:
-        device = a.device
-        slots = zeroed_slots(self.tiles, self.block_m, self.block_n, device)
-        return a, b, c, slots, zeroed_counters(self.tiles, device)
+        return a, b, c, *zeroed_scratch(self.tiles, self.block_m, self.block_n, a.device)
 
 
 def scratch_is_zeroed() -> bool:

@@ -23,7 +23,7 @@ from kernels.launching import BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
-from kernels.scratch import contribute, take_sum, zeroed_counters, zeroed_slots
+from kernels.scratch import contribute, take_sum, zeroed_scratch
 from kernels.tile import (
     bind_pointer,
     pointer_constexprs,
@@ -81,7 +81,7 @@ def launch_split(
     if not atomic:
         scratch = (c, c)  # unused: the kernel stores into the workspace c
     elif scratch is None:
-        scratch = zeroed_slots(tiles, cfg.block_m, cfg.block_n, a.device), zeroed_counters(tiles, a.device)
+        scratch = zeroed_scratch(tiles, cfg.block_m, cfg.block_n, a.device)
     strides, align = pointer_layout(a, b, c)
     stride_ck = c.stride(0) if c.ndim == 3 else 0
     constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k, ATOMIC=atomic)

@@ -18,7 +18,7 @@ from kernels.launching import BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit, multiprocessor_count
-from kernels.scratch import contribute, take_sum, zeroed_counters, zeroed_slots
+from kernels.scratch import contribute, take_sum, zeroed_scratch
 from kernels.tile import (
     bind_pointer,
     pointer_constexprs,
@@ -99,7 +99,7 @@ def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     m, n, k = check_operands(a, b, cfg)
     programs = streamk_programs(a.device, m, n, k, cfg)
     tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
-    ws, counts = zeroed_slots(tiles, cfg.block_m, cfg.block_n, a.device), zeroed_counters(tiles, a.device)
+    ws, counts = zeroed_scratch(tiles, cfg.block_m, cfg.block_n, a.device)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     strides, align = pointer_layout(a, b, c)
     constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)

@@ -25,7 +25,7 @@ from kernels.launching import BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, grouped_tile_jit
-from kernels.scratch import contribute, take_sum, zeroed_counters, zeroed_slots
+from kernels.scratch import contribute, take_sum, zeroed_scratch
 from kernels.streamk import streamk_piece, streamk_programs, streamk_share, streamk_work
 from kernels.tile import (
     bind_pointer,
@@ -148,7 +148,7 @@ def shared_scratch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The kept zeroed fp32 slots and counters of the last partial wave's shared tiles (`hybrid_split`)."""
     _, shared = hybrid_split(cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n), programs)
-    return zeroed_slots(shared, cfg.block_m, cfg.block_n, device), zeroed_counters(shared, device)
+    return zeroed_scratch(shared, cfg.block_m, cfg.block_n, device)
 
 
 # Called directly after a key's first launch, as every pointer kernel here is (`kernels.grouped`). The
