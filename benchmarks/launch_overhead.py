@@ -264,7 +264,7 @@ def layers(shape: str, calls: int) -> list[tuple[str, float]]:
     c32 = torch.zeros((m, n), device=device, dtype=torch.float32)
     cfg = VARIANTS["splitk"]
     grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n) * cfg.split_k,)
-    strides, align = pointer_layout(a, b, c32)
+    strides, aligns = pointer_layout(a, b, c32)
     slots, counters = zeroed_scratch(grid[0] // cfg.split_k, cfg.block_m, cfg.block_n, device)
     params = {
         "a_ptr": a, "b_ptr": b, "c_ptr": c32, "M": m, "N": n, "K": k,
@@ -272,7 +272,8 @@ def layers(shape: str, calls: int) -> list[tuple[str, float]]:
         "stride_am": strides[0], "stride_ak": strides[1], "stride_bk": strides[2],
         "stride_bn": strides[3], "stride_cm": strides[4], "stride_cn": strides[5], "stride_ck": 0,
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": 1,
-        "SPLIT_K": cfg.split_k, "ATOMIC": True, "INPUT_PRECISION": "ieee", "ALIGN": align,
+        "SPLIT_K": cfg.split_k, "ATOMIC": True, "INPUT_PRECISION": "ieee",
+        **dict(zip(("A_ALIGN", "B_ALIGN", "C_ALIGN"), aligns, strict=True)),
     }  # fmt: skip
     options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     compiled = _splitk_kernel[grid](**params, **options)

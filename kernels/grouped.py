@@ -42,12 +42,15 @@ from kernels.tile import (
 def _grouped_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr, ALIGN: tl.constexpr = 1, SHORT_K: tl.constexpr = False,
+    INPUT_PRECISION: tl.constexpr,
+    A_ALIGN: tl.constexpr = 1, B_ALIGN: tl.constexpr = 1, C_ALIGN: tl.constexpr = 1,
+    SHORT_K: tl.constexpr = False,
 ):
     pid_m, pid_n = grouped_tile_jit(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn,
-                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN, SHORT_K)
-    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, A_ALIGN, B_ALIGN,
+                          SHORT_K)
+    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
 
 
 # Called directly after a key's first launch: Triton's JIT path binds and specialises every argument
@@ -74,10 +77,11 @@ def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> Boun
 def _launch(calls: DirectCalls, a, b, c, n: int, cfg: MatmulConfig, masked_k_loop: bool) -> None:
     """The kernel over a, b into c, told N = n (B's columns, or `grouped_pad`'s pitch)."""
     (m, k), bm, bn = a.shape, cfg.block_m, cfg.block_n
-    strides, align = pointer_layout(a, b, c, n)
-    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SHORT_K=masked_k_loop)
+    strides, aligns = pointer_layout(a, b, c, n)
+    constexprs = pointer_constexprs(cfg, aligns, GROUP_M=cfg.group_m, SHORT_K=masked_k_loop)
     calls.launch(
-        pointer_key(a, b, c, strides, align, cfg), (cdiv(m, bm) * cdiv(n, bn),), (a, b, c, m, n, k, *strides),
+        pointer_key(a, b, c, strides, aligns, cfg), (cdiv(m, bm) * cdiv(n, bn),),
+        (a, b, c, m, n, k, *strides),
         constexprs, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
 

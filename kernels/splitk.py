@@ -41,7 +41,7 @@ def _splitk_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_ck,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, ATOMIC: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-    ALIGN: tl.constexpr = 1,
+    A_ALIGN: tl.constexpr = 1, B_ALIGN: tl.constexpr = 1, C_ALIGN: tl.constexpr = 1,
 ):
     """ATOMIC: sum the partial tiles in the tile's slot of ws and counter of counts, the last chunk
     storing the tile into c (`kernels.scratch`). Otherwise store each partial tile to
@@ -50,18 +50,19 @@ def _splitk_kernel(
     pid_m, pid_n, pid_k = splitk_tile_jit(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M, SPLIT_K)
     k_start, k_end = split_range_jit(pid_k, K, SPLIT_K, BLOCK_K)
     acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn,
-                          pid_m, pid_n, k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
+                          pid_m, pid_n, k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION,
+                          A_ALIGN, B_ALIGN)
     if not ATOMIC:
-        offsets, mask = tile_offsets(pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+        offsets, mask = tile_offsets(pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
         tl.store(c_ptr + pid_k * stride_ck + offsets, acc, mask=mask)
     elif SPLIT_K == 1:  # the tile is this program's alone
-        store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+        store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
     else:
         tile = pid // SPLIT_K
         slot, last = contribute(ws_ptr, counts_ptr, tile, acc, 1, SPLIT_K, BLOCK_M, BLOCK_N)
         if last:  # the chunk that arrived last stores the sum
             total = take_sum(slot, counts_ptr, tile)
-            store_tile(c_ptr, total, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+            store_tile(c_ptr, total, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
 
 
 # Called directly after a key's first launch, as `grouped`'s kernel is (Triton's JIT path: 11.6 us of
@@ -82,11 +83,11 @@ def launch_split(
         scratch = (c, c)  # unused: the kernel stores into the workspace c
     elif scratch is None:
         scratch = zeroed_scratch(tiles, cfg.block_m, cfg.block_n, a.device)
-    strides, align = pointer_layout(a, b, c)
+    strides, aligns = pointer_layout(a, b, c)
     stride_ck = c.stride(0) if c.ndim == 3 else 0
-    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k, ATOMIC=atomic)
+    constexprs = pointer_constexprs(cfg, aligns, GROUP_M=cfg.group_m, SPLIT_K=cfg.split_k, ATOMIC=atomic)
     _CALLS.launch(
-        pointer_key(a, b, c, strides, align, cfg, stride_ck, atomic), (tiles * cfg.split_k,),
+        pointer_key(a, b, c, strides, aligns, cfg, stride_ck, atomic), (tiles * cfg.split_k,),
         (a, b, c, *scratch, m, n, k, *strides, stride_ck), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip

@@ -60,7 +60,8 @@ def _streamk_kernel(
     a_ptr, b_ptr, c_ptr, ws_ptr, counts_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, PROGRAMS,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr, ALIGN: tl.constexpr = 1,
+    INPUT_PRECISION: tl.constexpr,
+    A_ALIGN: tl.constexpr = 1, B_ALIGN: tl.constexpr = 1, C_ALIGN: tl.constexpr = 1,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -72,14 +73,14 @@ def _streamk_kernel(
         pid_m, pid_n = grouped_tile_jit(tile, num_pid_m, num_pid_n, GROUP_M)
         k_start, k_end = k0 * BLOCK_K, tl.minimum(k1 * BLOCK_K, K)
         acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
-                              k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
+                              k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, A_ALIGN, B_ALIGN)
         if (k0 == 0) & (k1 == iters_per_tile):  # the whole tile is this program's: no one else adds to it
-            store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+            store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
         else:
             slot, last = contribute(ws_ptr, counts_ptr, tile, acc, k1 - k0, iters_per_tile, BLOCK_M, BLOCK_N)
             if last:  # the contributor that completed the tile stores the sum
                 total = take_sum(slot, counts_ptr, tile)
-                store_tile(c_ptr, total, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+                store_tile(c_ptr, total, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
         it += k1 - k0
 
 
@@ -101,10 +102,10 @@ def streamk(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor
     tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
     ws, counts = zeroed_scratch(tiles, cfg.block_m, cfg.block_n, a.device)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    strides, align = pointer_layout(a, b, c)
-    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)
+    strides, aligns = pointer_layout(a, b, c)
+    constexprs = pointer_constexprs(cfg, aligns, GROUP_M=cfg.group_m)
     _CALLS.launch(
-        pointer_key(a, b, c, strides, align, cfg, programs), (programs,),
+        pointer_key(a, b, c, strides, aligns, cfg, programs), (programs,),
         (a, b, c, ws, counts, m, n, k, *strides, programs), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip

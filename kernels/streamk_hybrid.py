@@ -75,7 +75,9 @@ def _streamk_hybrid_kernel(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
-    ALIGN: tl.constexpr = 1,
+    A_ALIGN: tl.constexpr = 1,
+    B_ALIGN: tl.constexpr = 1,
+    C_ALIGN: tl.constexpr = 1,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -102,9 +104,10 @@ def _streamk_hybrid_kernel(
             BLOCK_N,
             BLOCK_K,
             INPUT_PRECISION,
-            ALIGN,
+            A_ALIGN,
+            B_ALIGN,
         )
-        store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+        store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
     # The last partial wave: equal shares of its K iterations (`streamk_work`).
     it, end = streamk_share(pid, (tiles - data_parallel) * iters_per_tile, PROGRAMS)
     while it < end:
@@ -127,10 +130,11 @@ def _streamk_hybrid_kernel(
             BLOCK_N,
             BLOCK_K,
             INPUT_PRECISION,
-            ALIGN,
+            A_ALIGN,
+            B_ALIGN,
         )
         if (k0 == 0) & (k1 == iters_per_tile):  # the whole tile is this program's
-            store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+            store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
         else:
             slot, last = contribute(
                 ws_ptr, counts_ptr, shared_tile, acc, k1 - k0, iters_per_tile, BLOCK_M, BLOCK_N
@@ -138,7 +142,7 @@ def _streamk_hybrid_kernel(
             if last:  # the last contributor stores the sum
                 total_acc = take_sum(slot, counts_ptr, shared_tile)
                 store_tile(
-                    c_ptr, total_acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN
+                    c_ptr, total_acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN
                 )
         it += k1 - k0
 
@@ -163,10 +167,10 @@ def streamk_hybrid(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch
     programs = streamk_programs(a.device, m, n, k, cfg)
     ws, counts = shared_scratch(m, n, programs, cfg, a.device)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    strides, align = pointer_layout(a, b, c)
-    constexprs = pointer_constexprs(cfg, align, GROUP_M=cfg.group_m)
+    strides, aligns = pointer_layout(a, b, c)
+    constexprs = pointer_constexprs(cfg, aligns, GROUP_M=cfg.group_m)
     _CALLS.launch(
-        pointer_key(a, b, c, strides, align, cfg, programs), (programs,),
+        pointer_key(a, b, c, strides, aligns, cfg, programs), (programs,),
         (a, b, c, ws, counts, m, n, k, *strides, programs), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip

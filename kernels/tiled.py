@@ -33,13 +33,13 @@ def tiled_tile(pid_m: int, pid_n: int) -> tuple[int, int]:
 def _tiled_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-    ALIGN: tl.constexpr = 1,
+    A_ALIGN: tl.constexpr = 1, B_ALIGN: tl.constexpr = 1, C_ALIGN: tl.constexpr = 1,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     acc = tile_accumulate(a_ptr, b_ptr, M, N, stride_am, stride_ak, stride_bk, stride_bn,
-                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, ALIGN)
-    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, ALIGN)
+                          pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION, A_ALIGN, B_ALIGN)
+    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_ALIGN)
 
 
 # Called directly after a key's first launch, as every pointer kernel here is (`kernels.grouped`).
@@ -52,10 +52,10 @@ def tiled(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     m, n, k = check_operands(a, b, cfg)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     grid = (cdiv(m, cfg.block_m), cdiv(n, cfg.block_n))
-    strides, align = pointer_layout(a, b, c)
+    strides, aligns = pointer_layout(a, b, c)
     _CALLS.launch(
-        pointer_key(a, b, c, strides, align, cfg), grid, (a, b, c, m, n, k, *strides),
-        pointer_constexprs(cfg, align),
+        pointer_key(a, b, c, strides, aligns, cfg), grid, (a, b, c, m, n, k, *strides),
+        pointer_constexprs(cfg, aligns),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c

@@ -121,7 +121,8 @@ def test_grouped_goes_direct_for_a_known_key_with_this_calls_tensors(grouped_ker
     names = grouped_module._grouped_kernel.arg_names[12:]
     assert call[12:] == tuple(kwargs[name] for name in names)
     assert dict(zip(names, call[12:], strict=True)) == {
-        "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2, "INPUT_PRECISION": "ieee", "ALIGN": 16,
+        "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2, "INPUT_PRECISION": "ieee",
+        "A_ALIGN": 16, "B_ALIGN": 16, "C_ALIGN": 16,
         "SHORT_K": False,  # four K steps of 16
     }  # fmt: skip
 

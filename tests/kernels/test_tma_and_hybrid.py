@@ -184,10 +184,13 @@ def test_hybrid_fixup_needs_zeroed_counters(device, stale):
 @pytest.mark.parametrize(
     ("a_shape", "b_shape", "transpose_b", "expected"),
     [
-        pytest.param((3000, 1000), (1000, 5000), False, 8, id="3000x5000x1000"),
-        pytest.param((64, 4096), (4096, 32001), False, 1, id="vocab-32001"),
-        pytest.param((64, 4096), (4096, 4096), False, 16, id="square"),
-        pytest.param((64, 1000), (5000, 1000), True, 1, id="b-column-major"),
+        pytest.param((3000, 1000), (1000, 5000), False, (8, 8, 8), id="3000x5000x1000"),
+        # A's rows (8,192 bytes) keep 16-byte loads where B's and C's (64,002) allow none
+        pytest.param((64, 4096), (4096, 32001), False, (16, 1, 1), id="vocab-32001"),
+        pytest.param((64, 4096), (4096, 4096), False, (16, 16, 16), id="square"),
+        # 6,000-byte rows of A against 2,468-byte ones of B and C
+        pytest.param((5000, 3000), (3000, 1234), False, (8, 2, 2), id="5000x1234x3000"),
+        pytest.param((64, 1000), (5000, 1000), True, (8, 1, 8), id="b-column-major"),
     ],
 )
 def test_row_alignment_hint(a_shape, b_shape, transpose_b, expected):
@@ -201,25 +204,28 @@ def test_pointer_layout_gives_the_kernels_strides_in_their_order():
     a = torch.empty((48, 80), device="meta")[:, :40]  # rows 80 apart
     ws = torch.empty((4, 48, 64), device="meta")[:, :, :56]  # a split-K workspace: a stack of C tiles
     b_column_major = torch.empty((56, 40), device="meta").t()  # (40, 56), strides (1, 40)
-    assert pointer_layout(a, b_column_major, ws) == ((80, 1, 1, 40, 64, 1), 1)
+    # gcd(80, 16); B not row-major; gcd(64, N = 56, 16)
+    assert pointer_layout(a, b_column_major, ws) == ((80, 1, 1, 40, 64, 1), (16, 1, 8))
     b = torch.empty((40, 64), device="meta")[:, :56]
-    assert pointer_layout(a, b, ws) == ((80, 1, 64, 1, 64, 1), 8)  # gcd(80, 64, 64, N = 56, 16)
+    assert pointer_layout(a, b, ws) == ((80, 1, 64, 1, 64, 1), (16, 8, 8))
 
 
 @pytest.mark.parametrize("claimed", ["launcher", "overclaimed"])
 def test_alignment_hint_must_be_true(device, claimed):
-    # N = 50 is a multiple of 2, not of 8: a kernel told ALIGN = 8 rounds N down to 48 and drops
-    # two columns of every row. The launcher's own hint (2) is the control.
+    # N = 50 is a multiple of 2, not of 8: a kernel told B_ALIGN and C_ALIGN = 8 rounds N down to 48
+    # and drops two columns of every row. The launcher's own hints (A's 200 elements 8, N's 2) are
+    # the control.
     from kernels.grouped import _grouped_kernel
 
     m, n, k = 37, 50, 200
     a, b = _random((m, k), torch.float16, device, 9), _random((k, n), torch.float16, device, 10)
     c = torch.full((m, n), math.nan, dtype=torch.float16, device=device)
-    align = pointer_layout(a, b, c)[1] if claimed == "launcher" else 8
-    assert pointer_layout(a, b, c)[1] == 2
+    aligns = pointer_layout(a, b, c)[1] if claimed == "launcher" else (8, 8, 8)
+    assert pointer_layout(a, b, c)[1] == (8, 2, 2)
     _grouped_kernel[(triton.cdiv(m, 16) * triton.cdiv(n, 16),)](
         a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee", ALIGN=align,
+        BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, INPUT_PRECISION="ieee",
+        **dict(zip(("A_ALIGN", "B_ALIGN", "C_ALIGN"), aligns, strict=True)),
     )  # fmt: skip
     assert check_accuracy(c, reference_matmul(a, b), a.dtype, k).ok == (claimed == "launcher")
 
