@@ -1,4 +1,6 @@
-"""`cublas`: torch.matmul, the library baseline every variant is compared with.
+"""`cublas`: torch.matmul, the library baseline every variant is compared with; and `padded_matmul`,
+torch.matmul on copies of rows cuBLAS reads at full speed, what kernels.matmul serves where the
+library's win is carried to a problem whose rows are not 16-byte aligned (kernels/dispatch.py).
 
 fp32 inputs follow the config's input_precision ("ieee" -> full fp32, "tf32" -> TF32 tensor
 cores) through torch's float32 matmul precision, restored afterwards.
@@ -10,7 +12,9 @@ import torch
 
 from kernels.config import MatmulConfig
 from kernels.operands import check_operands
+from kernels.pitched import pitched_copy
 from kernels.registry import register_variant
+from kernels.space import TMA_ALIGN_BYTES
 
 _TORCH_PRECISION = {"ieee": "highest", "tf32": "high", "tf32x3": "highest"}
 
@@ -33,3 +37,32 @@ def cublas(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
         return torch.matmul(a, b)
     with _float32_precision(cfg.input_precision):
         return torch.matmul(a, b)
+
+
+def _rows_aligned(t: torch.Tensor) -> bool:
+    """Whether cuBLAS reads t in place at full speed: row-major, rows and start on 16 bytes (as TMA:
+    kernels.space.unaligned_rows)."""
+    return (
+        t.stride(1) == 1
+        and (t.stride(0) * t.element_size()) % TMA_ALIGN_BYTES == 0
+        and t.data_ptr() % TMA_ALIGN_BYTES == 0
+    )
+
+
+def padded_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch.matmul(a, b) for 2-D a and b on copies whose rows start 128 bytes apart (kernels/pitched.py),
+    where theirs do not start 16 bytes apart: the (M, N) product, a view of rows as far apart where B
+    was copied (B's zeroed padding columns are multiplied too, and dropped).
+
+    Why: cuBLAS's fast kernels need 16-byte rows. Inductor's max-autotune pads the same way, to
+    multiples of 8 elements, and then picks cuBLAS: at 3333x1111x4444 bf16 it ran cuBLAS on
+    3336x4448 @ 4448x1112 in 52.3 us where its best Triton GEMM took 92.4 and this project's
+    `persistent_tma_pad` 104-133 with the copies (Inductor 84.9 with them); at 5000x1234x3000
+    (N padded to 1240) 56.9 against 127.6 and 80.4 (H100). cuBLAS on the unaligned rows themselves
+    ran 317 and 223 us there."""
+    a_rows = a if _rows_aligned(a) else pitched_copy(a)
+    if _rows_aligned(b):
+        return torch.matmul(a_rows, b)
+    b_rows = pitched_copy(b)
+    (k, n), pitch = b_rows.shape, b_rows.stride(0)
+    return torch.matmul(a_rows, b_rows.as_strided((k, pitch), (pitch, 1)))[:, :n]

@@ -18,21 +18,23 @@ strides, dtypes, devices and objective takes directly (kernels/op.py, `Routes`; 
 A decision takes the tuned shape nearest in log space (sum of |log ratio| of m, n
 and k), preferring shapes whose rows are aligned as the problem's are (16-byte rows or not:
 `kernels.space.unaligned_rows` says why that decides between cuBLAS and TMA; a problem of aligned rows
-takes no shape of unaligned ones: `aligned_shapes`; carried from aligned rows to unaligned ones, a TMA
-entry serves on padded copies and the other times count slower: `across_alignment`; an unaligned shape
-that never ran TMA on padded copies meets the nearest aligned shape's padded estimate:
-`unmeasured_padding`), then shapes
+takes no shape of unaligned ones: `aligned_shapes`; carried from aligned rows to unaligned ones, TMA
+and the library serve on padded copies (`PADDED_TWIN`: cuBLAS as `LIBRARY_PAD`, kernels.cublas.padded_matmul)
+and the pointer kernels' times count slower: `across_alignment`; an unaligned shape that never ran
+padded copies meets the nearest aligned shape's padded estimate: `unmeasured_padding`), then shapes
 of the same bucket (`shape_bucket`:
 a decode-sized M, a skinny output with long K, or the rest). At that shape each Triton entry is
 fitted to the problem (its GROUP_SIZE_M cut to the problem's tile rows, its split of K to the programs
 the tuned shape launched: `wave_matched_split`) and its time there estimated in rounds of programs on
 the GPU's SMs (`rounds_ratio`); the fastest estimate whose config is legal for the problem (the
 variant's own pruning rules: an unaligned N rules out TMA, a short K rules out a split) serves if it
-beat the library at the tuned shape (`beats_library`). Under the eager objective, where the
+beat the library at the tuned shape (`beats_library`; carried across alignment, each on padded
+copies: `library_rival`). Under the eager objective, where the
 problem's call is short (an estimate under 0.1 ms) what an eager caller waits for decides instead,
 the launcher's host time included where the file has it (`serving_order`, `Candidate.eager_wait_ms`);
 under the kernel objective the estimated kernel times alone rank and decide. Where cuBLAS (`cublas`)
-was fastest, torch.matmul runs. A GPU the file does not know, or no file at all, runs torch.matmul
+was fastest, torch.matmul runs (`LIBRARY_CALLS`), on padded copies where its win was carried across
+alignment. A GPU the file does not know, or no file at all, runs torch.matmul
 after a one-time warning.
 
 Any file a valid export writes is taken without raising (tests/kernels/test_shipped_exports.py decides
@@ -65,6 +67,7 @@ import triton
 
 from kernels import op
 from kernels.config import LIBRARY_CONFIG, MatmulConfig
+from kernels.cublas import padded_matmul
 from kernels.launching import bound_launch
 from kernels.persistent_tma import TmaUnsupported
 from kernels.registry import UnknownVariantError, Variant, get_variant
@@ -75,6 +78,11 @@ from kernels.tuned import TunedConfigs, TunedEntry
 
 BEST_CONFIGS_ENV = "FARM_BEST_CONFIGS"
 LIBRARY = "cublas"
+# The library on copies of 16-byte aligned rows: no variant the farm sweeps, what serves where a library
+# win is carried to unaligned rows (`PADDED_TWIN`, `library_rival`).
+LIBRARY_PAD = "cublas_pad"
+# What serves a library choice: a callable (a, b) -> a @ b.
+LIBRARY_CALLS = {LIBRARY: torch.matmul, LIBRARY_PAD: padded_matmul}
 # What "best" means (db.queries.OBJECTIVES holds the same words for the farm's tables).
 EAGER, KERNEL = "eager", "kernel"
 OBJECTIVES = (EAGER, KERNEL)
@@ -94,12 +102,18 @@ SHORT_CALL_MARGIN = 1.05
 # against 1024^3's 344, 6000x333x4100 90 against 4096^3's 785; dashboard/demo/h100-study.db), the best
 # of grouped and splitk 1.8-8.7x; on the H200 cuBLAS read 122-167 TFLOP/s at 2000x3000x1500, 4097^3,
 # 4096x32001x4096 and 2048x50257x768 against 657-701 at 4096^3 (docs/results/vs_libraries_h200.csv).
-# Such a time counts UNALIGNED_SLOWDOWN times slower: 3, under every cuBLAS slowdown measured.
+# A pointer kernel's time so carried counts UNALIGNED_SLOWDOWN times slower: 3, under every cuBLAS
+# slowdown measured (cuBLAS itself serves on padded copies there: `PADDED_TWIN`). Each operand's loads
+# keep the widest vectors its rows allow (kernels/tile.py), yet at 5000x1234x3000 and 3333x1111x4444
+# `grouped`'s best of five tiles ran 148 and 372 us where padded TMA ran 80 and 104 (H100 bf16).
 UNALIGNED_SLOWDOWN = 3.0
-# The TMA kernels are the exception: on padded copies (kernels/pitched.py) they run the aligned kernel
-# they were tuned as, plus the copy. persistent_tma serves as its padded twin; the others pad themselves.
-PADDED_TWIN = {"persistent_tma": "persistent_tma_pad"}
-PADS_ROWS = frozenset({"persistent_tma_pad", "persistent_tma_bands"})
+# The TMA kernels and cuBLAS are the exception: on padded copies (kernels/pitched.py) they run the
+# aligned kernel they were tuned as, plus the copy. persistent_tma and cuBLAS serve as their padded
+# twins; the others pad themselves. cuBLAS so is what Inductor's max-autotune picks there: at
+# 3333x1111x4444 and 5000x1234x3000 bf16 it padded to multiples of 8 and ran cuBLAS in 52.3 and 56.9 us,
+# where its best Triton GEMM took 92.4 and 127.6 (H100; kernels.cublas.padded_matmul).
+PADDED_TWIN = {"persistent_tma": "persistent_tma_pad", LIBRARY: LIBRARY_PAD}
+PADS_ROWS = frozenset({"persistent_tma_pad", "persistent_tma_bands", LIBRARY_PAD})
 # The copy's rate, read and write of each padded operand: 262 MB of B at 4096x32001x4096 took 0.155 ms on
 # the H200 (3.4 TB/s of traffic); the H100's 3.35 TB/s of HBM3 copies at about 2.5.
 PAD_COPY_BYTES_PER_MS = 2.5e9
@@ -152,6 +166,10 @@ class Candidate:
     # carried across alignment (`across_alignment`): UNALIGNED_SLOWDOWN, or the padded copies' time
     slowdown: float = 1.0
     copy_ms: float = 0.0
+
+    def at(self, ratio: float) -> Candidate:
+        """The same entry estimated with another ratio: a library rival scaled as the candidate it meets."""
+        return dataclasses.replace(self, ratio=ratio)
 
     @property
     def ms(self) -> float:
@@ -209,18 +227,22 @@ def pad_copy_ms(problem: Problem) -> float:
     return 2 * copied * problem.elem_bytes / PAD_COPY_BYTES_PER_MS
 
 
-def library_rival(library: TunedEntry, shape: tuple[int, int, int], problem: Problem) -> TunedEntry:
-    """The library's entry at `shape` as a rival for `problem`: as measured, but UNALIGNED_SLOWDOWN times
-    slower when carried across alignment (its host time stands: the call's Python and launch do not
-    depend on the rows). With the export of a sweep of five aligned shapes only, the unaligned 2500^3
-    (5,000-byte rows) was decided from an aligned shape where cuBLAS had won, and cuBLAS ran 193 us against
-    Inductor's Triton GEMM's 74.5 (H100 bf16)."""
+def library_rival(library: TunedEntry, shape: tuple[int, int, int], problem: Problem) -> Candidate:
+    """The library's entry at `shape` as a rival for `problem`, its ratio set where it meets a candidate
+    (`Candidate.at`): as measured, or, carried across alignment, on padded copies (`LIBRARY_PAD`): the
+    same time and the copies' (its host time stands: the copies' launches are not counted, as for
+    `persistent_tma_pad`). With the export of a sweep of five aligned shapes only, the unaligned 2500^3
+    (5,000-byte rows) was decided from an aligned shape where cuBLAS had won, and cuBLAS on the unaligned
+    rows ran 193 us against Inductor's 74.5 (H100 bf16)."""
     if not across_alignment(shape, problem):
-        return library
-    return dataclasses.replace(library, ms=library.ms * UNALIGNED_SLOWDOWN)
+        return Candidate(library, LIBRARY_CONFIG, 1.0)
+    return Candidate(
+        dataclasses.replace(library, variant=PADDED_TWIN[library.variant]), LIBRARY_CONFIG, 1.0,
+        copy_ms=pad_copy_ms(problem),
+    )  # fmt: skip
 
 
-def beats_library(candidate: Candidate, library: TunedEntry | None, objective: str = EAGER) -> bool:
+def beats_library(candidate: Candidate, library: Candidate | None, objective: str = EAGER) -> bool:
     """Whether a Triton candidate serves instead of the library. The two compare at the shape where both
     were timed: the library's time is scaled by the candidate's own ratio, so an estimate carried to
     the problem decides among Triton configs, never against the library.
@@ -236,7 +258,7 @@ def beats_library(candidate: Candidate, library: TunedEntry | None, objective: s
     its host time says it waits longer."""
     if library is None:
         return True
-    rival = Candidate(library, LIBRARY_CONFIG, candidate.ratio)
+    rival = library.at(candidate.ratio)
     if objective == KERNEL or candidate.ms >= SHORT_CALL_MS:
         return candidate.ms < rival.ms
     return candidate.eager_wait_ms * SHORT_CALL_MARGIN <= rival.eager_wait_ms
@@ -444,6 +466,11 @@ class Dispatcher:
         """What the tuned shape decides for the problem, with its estimated cost there; None where it
         decides nothing (no entry this program can serve or weigh)."""
         libraries = [library_rival(e, shape, problem) for e in entries if e.variant == LIBRARY]
+
+        def library_decision(ratio: float) -> Decision:
+            best = min((rival.at(ratio) for rival in libraries), key=lambda r: cost(r, objective))
+            return Decision(Choice(best.entry.variant, LIBRARY_CONFIG, shape), cost(best, objective))
+
         candidates = [
             self._candidate(e, shape, problem, programs) for e in entries if tile_variant(e) is not None
         ]
@@ -456,12 +483,9 @@ class Dispatcher:
                 return Decision(
                     Choice(candidate.entry.variant, candidate.config, shape), cost(candidate, objective)
                 )
-            rivals = [Candidate(library, LIBRARY_CONFIG, candidate.ratio) for library in libraries]
-            return Decision(Choice(LIBRARY, LIBRARY_CONFIG, shape), min(cost(r, objective) for r in rivals))
+            return library_decision(candidate.ratio)
         if libraries:  # the library alone measured here, or no candidate legal for the problem
-            work = problem.m * problem.n * problem.k / math.prod(shape)
-            rivals = [Candidate(library, LIBRARY_CONFIG, work) for library in libraries]
-            return Decision(Choice(LIBRARY, LIBRARY_CONFIG, shape), min(cost(r, objective) for r in rivals))
+            return library_decision(problem.m * problem.n * problem.k / math.prod(shape))
         return None
 
     def _device(self, device: torch.device) -> tuple[str, int, bool]:
@@ -485,8 +509,9 @@ class Dispatcher:
         choice = self.choose(
             m, n, k, a.dtype, self.gpu_name or gpu_name, programs=programs, objective=objective
         )
-        if choice.variant == LIBRARY:
-            return torch.matmul(a, b)
+        library = LIBRARY_CALLS.get(choice.variant)
+        if library is not None:
+            return library(a, b)
         try:
             return get_variant(choice.variant).launch(a, b, choice.config)
         except TmaUnsupported:  # a layout the shape could not tell (a strided view): the library
@@ -504,8 +529,9 @@ class Dispatcher:
         choice = self.choose(
             m, n, k, a.dtype, self.gpu_name or gpu_name, programs=programs, objective=objective
         )
-        if choice.variant == LIBRARY:
-            return torch.matmul
+        library = LIBRARY_CALLS.get(choice.variant)
+        if library is not None:
+            return library
         launch = ConfiguredLaunch(get_variant(choice.variant).launch, choice.config)
         return bound_launch(choice.variant, a, b, choice.config, launch) or launch
 
