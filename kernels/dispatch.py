@@ -584,29 +584,31 @@ class Matmul:
     def __init__(self) -> None:
         self._dispatcher: Dispatcher | None = None
         self.op_id = op.register(self)
+        # the loaded dispatcher's routes, an attribute and not a property: a decided call reads it, and
+        # each Python call it makes costs host time (kernels/op.py); none kept before the first load
+        self.routes = op.Routes()
 
     def load(
         self, path: str | Path, *, gpu_name: str | None = None, objective: str | None = None
     ) -> Dispatcher:
-        self._dispatcher = Dispatcher.load(path, gpu_name=gpu_name, objective=objective)
-        return self._dispatcher
+        return self._use(Dispatcher.load(path, gpu_name=gpu_name, objective=objective))
 
     @property
     def dispatcher(self) -> Dispatcher:
         if self._dispatcher is None:
             path = os.environ.get(BEST_CONFIGS_ENV)
-            self._dispatcher = Dispatcher.load(path) if path else Dispatcher(None)
+            self._use(Dispatcher.load(path) if path else Dispatcher(None))
         return self._dispatcher
+
+    def _use(self, dispatcher: Dispatcher) -> Dispatcher:
+        self._dispatcher, self.routes = dispatcher, dispatcher.routes
+        return dispatcher
 
     def run(self, a: torch.Tensor, b: torch.Tensor, objective: str) -> torch.Tensor:
         return self.dispatcher.run(a, b, objective)
 
     def route(self, a: torch.Tensor, b: torch.Tensor, objective: str):
         return self.dispatcher.route(a, b, objective)
-
-    @property
-    def routes(self) -> op.Routes:
-        return self.dispatcher.routes
 
     default_objective = staticmethod(default_objective)
 

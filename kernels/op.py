@@ -18,17 +18,22 @@ gradient calls the dispatcher directly: through torch.library a call took 21.6 u
 for the dispatcher's own on a 4x4 float32 product the library served (a 2-core CPU host), time an eager
 caller of a short product waits for.
 
-Decided calls take a route. An eager call (no `out=`, no gradient, not traced) is keyed by its
-operands' shapes, strides, dtypes and devices and its objective (`route_key`); the first call of a key
-decides, and leaves the key's route (`Routes`): torch.matmul itself where the library serves (a
-batched A or a 1-D operand too: torch.matmul folds them) or torch.matmul's own rules apply, else the
-dispatcher's 2-D route (`Dispatcher.route`: a launcher bound to its compiled kernel, grid and
-constexprs where the variant binds one) behind the fold's two reshapes. The next call of the key
-makes the key and calls its route, with no other check: whatever decided the route is fixed by the
-key, and what torch.matmul checks the route still checks. Host time a decided call adds to
-torch.matmul's, 4x4 float32 on a 2-core CPU host: 2.1-2.3 us for 2-D, 3-D and 1-D operands (the
-3-D and 1-D ones took 9 us while a library route reshaped them; `is_cuda` and no objective resolved
-took 0.8 us off the key).
+Decided calls take a route. An eager call (no `out=`, no gradient, not traced) is keyed by its operands'
+shapes, strides, dtypes and devices and its objective (the route key: `matmul`); the first call of a key
+decides, and leaves the key's route (`Routes`): torch.matmul itself where the library serves (a batched
+A or a 1-D operand too: torch.matmul folds them) or torch.matmul's own rules apply, else the
+dispatcher's 2-D route (`Dispatcher.route`: a launcher bound to its compiled kernel, grid and constexprs
+where the variant binds one) behind the fold's two reshapes. The next call of the key makes the key and
+calls its route, with no other check: whatever decided the route is fixed by the key, and what
+torch.matmul checks the route still checks. Host time a decided call adds to torch.matmul's, 4x4 float32
+on a 2-core CPU host: 2.1-2.3 us for 2-D, 3-D and 1-D operands (the 3-D and 1-D ones took 9 us while a
+library route reshaped them; `is_cuda` and no objective resolved took 0.8 us off the key). On an H100
+host the key took 1.31 us, the dictionary's look-up 0.26 and the capture query 0.29, a decided cuBLAS
+route 2.4-2.6 us over torch.matmul's 11.7. The key is made where it is looked up (`matmul`), in as few
+Python calls as the checks allow: a decided cuBLAS route read 6.0 us over torch.matmul in
+benchmarks/dropin_check.py's process, which had run torch.compile, and 3.2-3.4 in
+benchmarks/launch_overhead.py's, which had not (H100 host); we think each Python call costs more once
+Dynamo is set up.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def register(dispatcher: Any) -> int:
 
 
 class Routes(dict):
-    """route key (`route_key`) -> the callable (a, b) -> torch.matmul(a, b) that serves it, and counts:
+    """route key (`matmul`) -> the callable (a, b) -> torch.matmul(a, b) that serves it, and counts:
     `served` calls taken by a kept route, `decided` routes made. Counted, not timed: tests ask which
     path a call took."""
 
@@ -71,32 +76,10 @@ class Routes(dict):
 
 # Plain tensors (a Parameter is one): a subclass (a fake or a distributed tensor) decides every call.
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-def route_key(a: Any, b: Any, objective: str | None) -> tuple | None:
-    """What decides an eager call's route: shapes, strides, dtypes, devices and the objective; None
-    where no route may serve it (not plain tensors, or a gradient to record). The caller's objective
-    as given: None, the dispatcher's default, is held with what alone changes it outside torch.compile,
-    whether the device's stream captures a CUDA graph (kernels.dispatch.default_objective), so that a
-    decided call does not resolve it."""
-    if type(a) not in _PLAIN or type(b) not in _PLAIN:
-        return None
-    if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
-        return None
-    # `is_cuda`, not `device.type`: 60 against 380 ns a read (2-core CPU host)
-    capturing = objective is None and a.is_cuda and torch.cuda.is_current_stream_capturing()
-    return (
-        a.shape,
-        b.shape,
-        a.stride(),
-        b.stride(),
-        a.dtype,
-        b.dtype,
-        a.device,
-        b.device,
-        objective,
-        capturing,
-    )
+# torch.cuda.is_current_stream_capturing's own query, without its Python call (a dummy that is never
+# called where torch has no CUDA: only a CUDA operand asks)
+_capturing = torch.cuda.graphs._cuda_isCurrentStreamCapturing
+_is_compiling = torch.compiler.is_compiling
 
 
 class FoldedRoute:
@@ -208,17 +191,30 @@ def matmul(
     objective: str | None = None,
 ) -> torch.Tensor:
     """torch.matmul(a, b, out=out) with its 2-D product through `dispatcher`; `objective` None: the
-    dispatcher's `default_objective` for the operands' device."""
-    compiling = torch.compiler.is_compiling()
+    dispatcher's `default_objective` for the operands' device.
+
+    An eager call's route key (None where no route may serve it: not plain tensors, or a gradient to
+    record): shapes, strides, dtypes, devices and the objective as given. None, the dispatcher's
+    default, is held with what alone changes it outside torch.compile, whether the device's stream
+    captures a CUDA graph (kernels.dispatch.default_objective), so that a decided call does not
+    resolve it. `is_cuda`, not `device.type`: 60 against 380 ns a read (2-core CPU host)."""
+    compiling = _is_compiling()
     key = None
-    if out is None and not compiling:
-        key = route_key(a, b, objective)
-        if key is not None:
-            routes = dispatcher.routes
-            route = routes.get(key)
-            if route is not None:
-                routes.served += 1
-                return route(a, b)
+    if (
+        out is None
+        and not compiling
+        and type(a) in _PLAIN
+        and type(b) in _PLAIN
+        and not ((a.requires_grad or b.requires_grad) and torch.is_grad_enabled())
+    ):
+        capturing = objective is None and a.is_cuda and _capturing()
+        key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, objective,
+               capturing)  # fmt: skip
+        routes = dispatcher.routes
+        route = routes.get(key)
+        if route is not None:
+            routes.served += 1
+            return route(a, b)
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         return torch.matmul(a, b, out=out)
     folded = _folded(a, b)

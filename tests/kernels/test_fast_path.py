@@ -60,11 +60,33 @@ def test_a_decided_call_takes_its_route(dispatch, decisions):
 
 def test_kernels_matmul_takes_its_dispatchers_routes(dispatch, monkeypatch):
     monkeypatch.setattr(kernels.dispatch.matmul, "_dispatcher", dispatch)
+    monkeypatch.setattr(kernels.dispatch.matmul, "routes", dispatch.routes)  # what `load` sets beside it
     a, b = _t(3, 8, 24), _t(24, 18)
     kernels.matmul(a, b)
     got = kernels.matmul(a, b)
     assert _served_decided(dispatch) == (1, 1)
     assert check_accuracy(got, reference_matmul(a, b), a.dtype, 24).ok
+
+
+@pytest.mark.parametrize("loaded_by", ["load", "environment"])
+def test_a_matmul_keeps_the_routes_of_the_dispatcher_it_loaded(tmp_path, monkeypatch, loaded_by):
+    """`Matmul.routes` is an attribute, not a property (a decided call reads it): each load, by `load`
+    or from $FARM_BEST_CONFIGS on first use, points it at the new dispatcher's routes."""
+    matmul = kernels.dispatch.Matmul()
+    first = matmul.routes
+    path = write_best(tmp_path)
+    if loaded_by == "load":
+        matmul.load(path, gpu_name=GPU)
+    else:
+        monkeypatch.setenv(kernels.dispatch.BEST_CONFIGS_ENV, str(path))
+    a, b = _t(20, 24), _t(24, 18)
+    matmul(a, b)
+    matmul(a, b)
+    assert matmul.routes is matmul.dispatcher.routes and matmul.routes is not first
+    assert (matmul.routes.served, matmul.routes.decided) == (1, 1)
+    (tmp_path / "again").mkdir()
+    matmul.load(write_best(tmp_path / "again"), gpu_name=GPU)
+    assert matmul.routes is matmul.dispatcher.routes and not matmul.routes  # a new file decides anew
 
 
 # (first call, a call that must decide again): each differs from the first in one of the key's parts
