@@ -219,11 +219,14 @@ def across_alignment(shape: tuple[int, int, int], problem: Problem) -> bool:
     return unaligned_rows(problem) is not None and unaligned_rows(Problem(*shape, problem.dtype)) is None
 
 
-def pad_copy_ms(problem: Problem) -> float:
+def pad_copy_ms(problem: Problem, whole_k: bool = False) -> float:
     """The padded copies' time: a read and a write of each operand whose rows are not 16-byte aligned (A
-    where K is odd, B where N is; C is stored into padded rows, no copy: kernels/persistent_tma.py)."""
-    copied = problem.m * problem.k * (problem.k * problem.elem_bytes % TMA_ALIGN_BYTES != 0)
-    copied += problem.k * problem.n * (problem.n * problem.elem_bytes % TMA_ALIGN_BYTES != 0)
+    where K is odd, B where N is; C is stored into padded rows, no copy: kernels/persistent_tma.py).
+    `whole_k`: K itself is padded too, and B copied where K is odd to take its zero rows (cuBLAS's
+    copies: kernels.cublas.padded_matmul; TMA reads zeros past K)."""
+    odd_k = problem.k * problem.elem_bytes % TMA_ALIGN_BYTES != 0
+    odd_n = problem.n * problem.elem_bytes % TMA_ALIGN_BYTES != 0
+    copied = problem.m * problem.k * odd_k + problem.k * problem.n * (odd_n or (whole_k and odd_k))
     return 2 * copied * problem.elem_bytes / PAD_COPY_BYTES_PER_MS
 
 
@@ -238,7 +241,7 @@ def library_rival(library: TunedEntry, shape: tuple[int, int, int], problem: Pro
         return Candidate(library, LIBRARY_CONFIG, 1.0)
     return Candidate(
         dataclasses.replace(library, variant=PADDED_TWIN[library.variant]), LIBRARY_CONFIG, 1.0,
-        copy_ms=pad_copy_ms(problem),
+        copy_ms=pad_copy_ms(problem, whole_k=True),
     )  # fmt: skip
 
 

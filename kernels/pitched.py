@@ -50,29 +50,33 @@ def aligned_rows(
 
 
 @triton.jit
-def _copy_rows_kernel(src, dst, cols, src_row_stride, src_col_stride, pitch, BLOCK: tl.constexpr):
+def _copy_rows_kernel(src, dst, rows, cols, src_row_stride, src_col_stride, pitch, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     # src_col_stride is 1 for a row-major source, which Triton specialises on: contiguous loads. In
     # int64: a column-major source's col * stride passes 2**31 from 2**31 elements on.
-    values = tl.load(src + row * src_row_stride + col.to(tl.int64) * src_col_stride, mask=col < cols, other=0)
+    src_at = src + row * src_row_stride + col.to(tl.int64) * src_col_stride
+    read = tl.where(row < rows, cols, 0)  # a row past the source's reads nothing: zeros
+    values = tl.load(src_at, mask=col < read, other=0)
     tl.store(dst + row * pitch + col, values, mask=col < pitch)
 
 
 _COPIES = DirectCalls(_copy_rows_kernel)
 
 
-def pitched_copy(src: torch.Tensor) -> torch.Tensor:
-    """A copy of src (2-D, any strides) in `aligned_rows`: the same shape and values, padding zeroed."""
-    rows, cols = src.shape
+def pitched_copy(src: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """A copy of src (2-D, any strides) in `aligned_rows`: the same values, padding zeroed; `rows` rows
+    where more than src's (zeros past its last: kernels.cublas.padded_matmul's B, whose K is padded)."""
+    src_rows, cols = src.shape
+    rows = src_rows if rows is None else rows
     dst = aligned_rows(rows, cols, like=src)  # whole rows: the kernel writes every row's padding
     if src.numel() == 0:
         return dst
     pitch = dst.stride(0)
     grid = (rows, cdiv(pitch, COPY_BLOCK))
-    args = (src, dst, cols, *src.stride(), pitch)
+    args = (src, dst, src_rows, cols, *src.stride(), pitch)
     # The key holds what Triton specialised on: the int arguments by value (grid included), and the
     # source's 16-byte alignment (the destination, fresh from the allocator, is always aligned).
-    key = (src.device, src.dtype, rows, cols, *src.stride(), src.data_ptr() % 16)
+    key = (src.device, src.dtype, rows, src_rows, cols, *src.stride(), src.data_ptr() % 16)
     _COPIES.launch(key, grid, args, {"BLOCK": COPY_BLOCK}, num_warps=COPY_WARPS)
     return dst

@@ -62,5 +62,5 @@ def test_pitched_copy_goes_direct_only_for_a_known_key(device, monkeypatch):
     pitched.pitched_copy(base[:, 16:49])
     assert len(kernel.jit_calls) == 2
     (call,) = kernel.compiled.calls
-    assert call[2:] == (33, 80, 1, 64, pitched.COPY_BLOCK)  # cols, strides, pitch, BLOCK
+    assert call[2:] == (4, 33, 80, 1, 64, pitched.COPY_BLOCK)  # rows, cols, strides, pitch, BLOCK
     assert kernel.compiled.grids == [(4, 1, 1)] * 2  # a runner kept for each of the two keys
