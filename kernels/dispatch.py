@@ -503,8 +503,9 @@ class Dispatcher:
 
     def run(self, a: torch.Tensor, b: torch.Tensor, objective: str) -> torch.Tensor:
         """The 2-D product of operands kernels/op.py checked (one dtype of `kernels.space.DTYPES`, one
-        device, M, N and K above 0): the chosen variant, or torch.matmul where the library won or
-        Triton cannot run."""
+        device, M, N and K above 0): the chosen variant, or torch.matmul where the library won (on
+        padded copies where its win was carried across alignment: `LIBRARY_CALLS`) or Triton cannot
+        run."""
         gpu_name, programs, triton_runs = self._device(a.device)
         if not triton_runs:
             return torch.matmul(a, b)
@@ -522,7 +523,8 @@ class Dispatcher:
 
     def route(self, a: torch.Tensor, b: torch.Tensor, objective: str):
         """What serves the 2-D product of operands like a and b (`run`'s operands) once decided, a callable
-        (a, b) -> a @ b: torch.matmul where the library serves or Triton cannot run, else the chosen
+        (a, b) -> a @ b: the library's call where it serves (`LIBRARY_CALLS`), torch.matmul where
+        Triton cannot run, else the chosen
         launcher bound to its config, and, where its variant binds one and `run` compiled it, to its
         compiled kernel, grid, sizes, strides and constexprs (`kernels.launching.bound_launch`)."""
         gpu_name, programs, triton_runs = self._device(a.device)
