@@ -324,6 +324,18 @@ def test_the_library_on_padded_copies_computes_the_product(device):
         assert check_accuracy(c, reference_matmul(a, b), a.dtype, k).ok, (m, n, k)
 
 
+def test_a_call_decided_for_the_padded_library_runs_it_and_keeps_it_as_its_route(device, tmp_path):
+    """Served, not only chosen: an unaligned problem carried from an aligned cuBLAS win multiplies
+    through padded_matmul, and its route is padded_matmul itself."""
+    dispatch = _tuned_at(tmp_path, (64, 64, 64), ("cublas", 0.010, None), ("grouped", 0.030, None))
+    a = torch.randn((48, 70), device=device, dtype=torch.bfloat16)  # K = 70: 140-byte rows
+    b = torch.randn((70, 40), device=device, dtype=torch.bfloat16)
+    assert dispatch.choose(48, 40, 70, torch.bfloat16, GPU, programs=SMS).variant == "cublas_pad"
+    for _ in range(2):  # the first decides, the second takes the route
+        assert check_accuracy(dispatch(a, b), reference_matmul(a, b), a.dtype, 70).ok
+    assert list(dispatch.routes.values()) == [padded_matmul] and dispatch.routes.served == 1
+
+
 def _h100_study(tmp_path, *extra) -> Dispatcher:
     """The shipped H100 study's bf16 entries at three shapes (dashboard/demo/h100-study.db's export):
     two unaligned ones measured with grouped, splitk and cuBLAS only, and the aligned 3000^3 and 1024^3."""
