@@ -52,9 +52,10 @@ def _buggy_grouped_kernel(
         BLOCK_N,
         BLOCK_K,
         "ieee",
-        1,  # ALIGN: no row-alignment claim
+        1,  # A_ALIGN and B_ALIGN: no row-alignment claim
+        1,
     )
-    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, 1)
+    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, 1)  # C_ALIGN 1
 
 
 @register_variant("buggy_grouped", config_space="grouped")
