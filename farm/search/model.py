@@ -353,7 +353,9 @@ class ModelSearch:
         rows, ys = self._targets()
         base = self.base
         if not self.has_base and len(rows) >= OWN_FIT_MIN:
-            base = fit_booster(self.x[rows], ys).predict(self.x)
+            booster = fit_booster(self.x[rows], ys)
+            with one_thread():  # as every other prediction: a search refits after each result
+                base = booster.predict(self.x)
         elif not self.has_base and rows:
             # the heuristic is no time: put it on the results' scale before correcting it
             base = base - base[rows].mean() + ys.mean()

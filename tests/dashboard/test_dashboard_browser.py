@@ -110,22 +110,27 @@ st.altair_chart(bar.properties(title="by rows", height=120, autosize=fit))
 """
 
 
-def _run_planted(tab, tmp_path: Path, text: str, title: str) -> list[str]:
+# One Streamlit server for the planted pages: its script runs the planted script its address names
+# (?page=NAME, a file beside it), so the three pages cost one server start, not three.
+PLANTED_PAGES = {"empty": PLANTED, "titles": PLANTED_TITLES, "layout": PLANTED_LAYOUT}
+PLANTED_RUNNER = """
+import pathlib
+
+import streamlit as st
+
+exec(pathlib.Path(__file__).with_name(st.query_params["page"] + ".py").read_text())
+"""
+
+
+def _run_planted(tab, planted_server: str, name: str, title: str) -> list[str]:
     """The drawing problems of a planted Streamlit script's page."""
     page, console = tab
-    script = tmp_path / "planted.py"
-    script.write_text(text)
-    port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port)]
-    cmd += ["--server.headless", "true", "--server.address", "127.0.0.1"]
-    cmd += ["--browser.gatherUsageStats", "false"]
-    with serve_command(cmd, port, tmp_path / "planted.log") as base:
-        console.take()
-        page.goto(base, wait_until="domcontentloaded")
-        wait_drawn(page, title)
-        problems = drawing_problems(page, console)
-        page.goto("about:blank")  # leave before the server stops: no reconnect warnings for the next test
-        console.take()
+    console.take()
+    page.goto(f"{planted_server}/?page={name}", wait_until="domcontentloaded")
+    wait_drawn(page, title)
+    problems = drawing_problems(page, console)
+    page.goto("about:blank")  # leave the page: no reconnect warnings for the next test
+    console.take()
     return problems
 
 
@@ -143,14 +148,29 @@ def server(dbs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> It
         yield base
 
 
-def test_planted_empty_chart_and_log_zero_are_caught(tab, tmp_path: Path) -> None:
-    problems = _run_planted(tab, tmp_path, PLANTED, "Planted")
+@pytest.fixture(scope="module")
+def planted_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server for the three planted pages (a start each before)."""
+    folder = tmp_path_factory.mktemp("planted")
+    for name, text in PLANTED_PAGES.items():
+        (folder / f"{name}.py").write_text(text)
+    (folder / "runner.py").write_text(PLANTED_RUNNER)
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(folder / "runner.py"), "--server.port", str(port)]
+    cmd += ["--server.headless", "true", "--server.address", "127.0.0.1"]
+    cmd += ["--browser.gatherUsageStats", "false"]
+    with serve_command(cmd, port, folder / "planted.log") as base:
+        yield base
+
+
+def test_planted_empty_chart_and_log_zero_are_caught(tab, planted_server: str) -> None:
+    problems = _run_planted(tab, planted_server, "empty", "Planted")
     assert "chart 0 draws no marks" in problems
     assert any("zero" in p.lower() for p in problems), problems
 
 
-def test_planted_missing_clipped_and_covered_titles_are_caught(tab, tmp_path: Path) -> None:
-    problems = [p for p in _run_planted(tab, tmp_path, PLANTED_TITLES, "Planted titles") if "title" in p]
+def test_planted_missing_clipped_and_covered_titles_are_caught(tab, planted_server: str) -> None:
+    problems = [p for p in _run_planted(tab, planted_server, "titles", "Planted titles") if "title" in p]
     assert problems == [
         "chart 0: no title",
         "chart 1: title clipped by stVegaLiteChart ('pushed out')",
@@ -172,8 +192,10 @@ def test_page_draws_every_chart_without_console_warnings(server: str, tab, page_
     assert drawing_problems(page, console) == []
 
 
-def test_planted_fixed_height_crowded_rows_and_overlapping_labels_are_caught(tab, tmp_path: Path) -> None:
-    problems = _run_planted(tab, tmp_path, PLANTED_LAYOUT, "Planted layout")
+def test_planted_fixed_height_crowded_rows_and_overlapping_labels_are_caught(
+    tab, planted_server: str
+) -> None:
+    problems = _run_planted(tab, planted_server, "layout", "Planted layout")
     assert any(p.startswith("chart 0: plot area") for p in problems), problems
     assert any(p.startswith("chart 1:") and "of 30 rows labelled" in p for p in problems), problems
     assert "chart 2: labels overlap: 'one label' and 'another label'" in problems, problems

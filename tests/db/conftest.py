@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, make_url
 
 import cli
 from cli import db as db_cli
@@ -26,9 +28,45 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("pg_target")
 
 
+@pytest.fixture(scope="session")
+def sqlite_at_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head once a session, for `engine` to copy (a migration is 0.2-0.3 s)."""
+    path = tmp_path_factory.mktemp("at-head") / "head.db"
+    eng = make_engine(str(path))
+    ensure_current(eng)
+    eng.dispose()  # the last connection checkpoints the WAL into the file and removes it
+    assert not path.with_name(path.name + "-wal").exists()
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_at_head(pg_admin: Engine) -> Iterator[str]:
+    """The name of a PostgreSQL database migrated to head once a session, the template `engine`'s
+    databases are created from (CREATE DATABASE ... TEMPLATE: 0.05 s against a 0.3 s migration)."""
+    name = f"farm_at_head_{uuid.uuid4().hex[:12]}"
+    with pg_admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    eng = make_engine(pg_admin.url.set(database=name).render_as_string(hide_password=False))
+    ensure_current(eng)
+    eng.dispose()  # a template must have no connections while it is copied
+    yield name
+    with pg_admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
-def engine(target: str) -> Iterator[Engine]:
-    """A writable engine on a database at head."""
+def engine(request: pytest.FixtureRequest, target: str) -> Iterator[Engine]:
+    """A writable engine on a database at head: a copy of the session's migrated database (SQLite
+    file or PostgreSQL template), which ensure_current then finds at head. The migrations themselves
+    are test_migrations.py's and test_store.py's (an empty database created at head)."""
+    url = make_url(target) if "://" in target else None
+    if url is None:
+        shutil.copyfile(request.getfixturevalue("sqlite_at_head"), target)
+    else:
+        template, admin = request.getfixturevalue("pg_at_head"), request.getfixturevalue("pg_admin")
+        with admin.connect() as conn:  # pg_target's empty database, made again from the template
+            conn.exec_driver_sql(f'DROP DATABASE "{url.database}" WITH (FORCE)')
+            conn.exec_driver_sql(f'CREATE DATABASE "{url.database}" TEMPLATE "{template}"')
     eng = make_engine(target)
     ensure_current(eng)
     yield eng

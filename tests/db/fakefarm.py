@@ -138,9 +138,10 @@ def run(
     return Driver(parse_spec(spec_text), options, "fake sweep").run(FakeLaunched([handle]))
 
 
-def run_at(db: str, start_at: float, seconds: float, out) -> None:
-    """A spawned process's sweep: it starts at wall-clock start_at (so two start together) and puts
-    (sweep id, points measured, points claimed elsewhere, points skipped) on the queue `out`."""
-    time.sleep(max(0.0, start_at - time.time()))
+def run_at(db: str, start, seconds: float, out) -> None:
+    """A spawned process's sweep: it starts once every process given `start` (a multiprocessing
+    Barrier) has imported the driver and waits there too, so two start together; it puts (sweep id,
+    points measured, points claimed elsewhere, points skipped) on the queue `out`."""
+    start.wait(120)
     result = run(db, seconds=seconds)
     out.put((result.sweep_id, result.measured, result.claimed_elsewhere, result.skipped))

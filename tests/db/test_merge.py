@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from dbkit import A100, H200, rec
+from dbkit import A100, H200, create, rec
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
@@ -29,7 +29,8 @@ def at(hours: float) -> datetime:
 
 
 def write(target: str, env: EnvironmentInfo, records: list[MeasurementRecord], sweep: str) -> None:
-    """One sweep of records into target (created at head when missing)."""
+    """One sweep of records into target (created at head when missing: dbkit's copy of a migrated file)."""
+    create(target)
     engine = open_engine(target)
     try:
         with Session(engine) as session:

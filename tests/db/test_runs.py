@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing
 import subprocess
-import time
 from datetime import timedelta
 
 import fakefarm
@@ -188,8 +187,8 @@ def test_two_drivers_into_one_database_measure_each_point_once(engine: Engine) -
     target = target_of(engine)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    start_at = time.time() + 4.0  # after both processes have imported the driver
-    procs = [ctx.Process(target=fakefarm.run_at, args=(target, start_at, 0.05, out)) for _ in range(2)]
+    start = ctx.Barrier(2)  # passed once both processes have imported the driver (a fixed 4 s before)
+    procs = [ctx.Process(target=fakefarm.run_at, args=(target, start, 0.05, out)) for _ in range(2)]
     for p in procs:
         p.start()
     results = [out.get(timeout=120) for _ in procs]

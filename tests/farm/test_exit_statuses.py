@@ -167,7 +167,8 @@ def test_sweep_exit_status_and_summary(
 ) -> None:
     spec = write_spec(tmp_path, spec_text)
     db = tmp_path / "r.db"
-    argv = ["sweep", "--spec", str(spec), "--db", str(db), "--no-progress"]
+    # One worker: the session Ray's four each import torch (seconds) for one or two points.
+    argv = ["sweep", "--spec", str(spec), "--db", str(db), "--no-progress", "--workers", "1"]
     assert farm([*argv, *(a for p in plugins for a in ("--plugin", p))]) == code
     assert {(v, s) for v, *_, s in measurements(db)} == statuses
     assert f"exit status {code}: {EXIT_STATUSES[code]}" in capsys.readouterr().out

@@ -141,45 +141,32 @@ def _run_local_ray(probe: str) -> subprocess.CompletedProcess:
         )
 
 
-LOOPBACK_PROBE = """
-import json, os, ray
+# One local Ray for the two probes below (a start and a stop: 7 s): the SIGTERM handler is the sweep's
+# own from the start, the loopback check runs while Ray is up, then the SIGTERMs during and after its
+# shutdown.
+LOCAL_RAY_PROBE = """
+import json, os, signal, time
+import ray, ray._private.utils, ray._private.worker
 from farm import ray_connect
-started = ray_connect.connect(ray, None, 1)
+heard = []
+signal.signal(signal.SIGTERM, lambda signum, frame: heard.append(signum))
+ray._private.utils.set_sigterm_handler = lambda handler: None  # as the sweep's StopSignals keeps its own
+started = ray_connect.connect(ray, None, 2)
+
+# the loopback check: what binds the GCS's port
 host, port = ray.get_runtime_context().gcs_address.rsplit(":", 1)
 binds = set()
 for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    if not os.path.exists(table):
+        continue
     for line in open(table).read().splitlines()[1:]:
         local, state = line.split()[1], line.split()[3]
         if state == "0A" and int(local.rsplit(":", 1)[1], 16) == int(port):
             binds.add(local.rsplit(":", 1)[0])
 switch = os.environ.get(ray_connect.SINGLE_MACHINE_ENV)
 print(json.dumps({"started": started, "host": host, "binds": sorted(binds), "switch": switch}))
-ray.shutdown()
-"""
-# 127.0.0.1 as /proc/net/tcp writes it, and as tcp6 writes its IPv4-mapped form
-LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}
 
-
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket tables")
-def test_a_local_ray_listens_on_loopback_only() -> None:
-    """The local Ray a sweep starts binds 127.0.0.1, not every interface (Ray's default on Linux: its
-    GCS on `::`): the GCS address is loopback and its port is bound to 127.0.0.1 alone; the switch
-    is put back once Ray is up."""
-    out = _run_local_ray(LOOPBACK_PROBE)
-    assert out.returncode == 0, out.stderr[-2000:]
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert seen["started"] and seen["host"] == "127.0.0.1" and seen["switch"] is None
-    assert seen["binds"] and set(seen["binds"]) <= LOOPBACK, seen
-
-
-SIGTERM_DURING_AND_AFTER_SHUTDOWN = """
-import os, signal, time
-import ray, ray._private.utils, ray._private.worker
-from farm import ray_connect
-heard = []
-signal.signal(signal.SIGTERM, lambda signum, frame: heard.append(signum))
-ray._private.utils.set_sigterm_handler = lambda handler: None  # as the sweep's StopSignals keeps its own
-assert ray_connect.connect(ray, None, 2)
+# a SIGTERM during ray.shutdown, and one after
 node = ray._private.worker._global_node
 stop_processes = node.kill_all_processes
 during = []
@@ -197,15 +184,34 @@ os.kill(os.getpid(), signal.SIGTERM)
 time.sleep(0.5)
 print(heard)
 """
+# 127.0.0.1 as /proc/net/tcp writes it, and as tcp6 writes its IPv4-mapped form
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}
 
 
-def test_a_sigterm_during_or_after_ray_shutdown_reaches_the_handler_once_ray_is_down() -> None:
+@pytest.fixture(scope="module")
+def local_ray_probe() -> subprocess.CompletedProcess:
+    return _run_local_ray(LOCAL_RAY_PROBE)
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket tables")
+def test_a_local_ray_listens_on_loopback_only(local_ray_probe) -> None:
+    """The local Ray a sweep starts binds 127.0.0.1, not every interface (Ray's default on Linux: its
+    GCS on `::`): the GCS address is loopback and its port is bound to 127.0.0.1 alone; the switch
+    is put back once Ray is up."""
+    out = local_ray_probe
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("{")))
+    assert seen["started"] and seen["host"] == "127.0.0.1" and seen["switch"] is None
+    assert seen["binds"] and set(seen["binds"]) <= LOOPBACK, seen
+
+
+def test_a_sigterm_during_or_after_ray_shutdown_reaches_the_handler_once_ray_is_down(local_ray_probe) -> None:
     """Ray's shutdown had set SIGTERM to SIG_DFL (its C++ logger uninstalling its failure handlers)
     while Python's table still named the handler: a SIGTERM while Ray stopped its processes (1.1 s
     here), or after, killed the sweep with -15 and no word. Now the driver runs without those C++
     handlers, and `ray_connect.shutdown` holds the signal until Ray is down: the handler hears it
     then, once, and a later one as well."""
-    out = _run_local_ray(SIGTERM_DURING_AND_AFTER_SHUTDOWN)
+    out = local_ray_probe
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert out.stdout.strip().splitlines()[-2:] == ["[0] [15]", "[15, 15]"]
 

@@ -127,7 +127,12 @@ def _wait_for_rows(db, proc, timeout=240.0) -> None:
 
 
 @pytest.mark.slow
-def test_a_searched_sweep_stops_at_its_budget_resumes_after_sigkill_and_reads_in_every_view(tmp_path):
+def test_a_searched_sweep_stops_at_its_budget_resumes_after_sigkill_and_reads_in_every_view(
+    ray_cluster, tmp_path
+):
+    """The stopped and resumed runs are `farm sweep` processes, each with a local Ray of its own; the
+    last run, in this process, joins the session's Ray (ray_cluster), which this process does not
+    advertise to those: a local Ray started and stopped here took 6 s more."""
     spec = write_spec(tmp_path, SLOW_TINY_SPEC)
     db = tmp_path / "search.db"
     search = ("--search", "random", "--budget", str(BUDGET))

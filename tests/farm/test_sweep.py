@@ -56,7 +56,8 @@ def test_buggy_plugin_is_wrong_and_never_best(ray_cluster, tmp_path):
     db = tmp_path / "buggy.db"
     result = run_sweep(
         load_spec(path=str(spec)),
-        SweepOptions(db=str(db), plugins=[str(PLUGINS / "constant_divisor.py")], progress=False),
+        # two workers, one a batch (a variant's points): the session Ray's four each import torch
+        SweepOptions(db=str(db), plugins=[str(PLUGINS / "constant_divisor.py")], workers=2, progress=False),
         "t",
     )
     assert result.status == "finished"
@@ -228,7 +229,8 @@ def test_a_kernel_that_cannot_compile_is_a_row_and_the_sweep_goes_on(ray_cluster
         """,
     )
     db = tmp_path / "broken.db"
-    options = SweepOptions(db=str(db), plugins=[str(PLUGINS / "broken.py")], progress=False)
+    # two workers, one a batch (a variant's points): the session Ray's four each import torch
+    options = SweepOptions(db=str(db), plugins=[str(PLUGINS / "broken.py")], workers=2, progress=False)
     result = run_sweep(load_spec(path=str(spec)), options, "t")
     statuses = {(variant, key): status for variant, _, _, _, key, status in measurements(db)}
     assert {s for (v, _), s in statuses.items() if v == "tiled"} == {Status.OK}
@@ -254,7 +256,7 @@ def test_a_url_password_reaches_no_output_and_no_stored_command(
 
     spec = write_spec(tmp_path, ONE_POINT_SPEC)
     url = make_url(pg_target).set(password="secret").render_as_string(hide_password=False)
-    argv = ["sweep", "--spec", str(spec), "--db", url, "--no-progress"]
+    argv = ["sweep", "--spec", str(spec), "--db", url, "--no-progress", "--workers", "1"]  # one point
     monkeypatch.setattr("sys.argv", ["farm", *argv])  # the command the sweep row records
     assert farm(argv) == 0
     assert farm(["summary", "--db", url]) == 0
