@@ -33,7 +33,7 @@ route 2.4-2.6 us over torch.matmul's 11.7. The key is made where it is looked up
 Python calls as the checks allow: a decided cuBLAS route read 6.0 us over torch.matmul in
 benchmarks/dropin_check.py's process, which had run torch.compile, and 3.2-3.4 in
 benchmarks/launch_overhead.py's, which had not (H100 host); we think each Python call costs more once
-Dynamo is set up.
+Dynamo is set up. Made so, the route read 3.8 us over torch.matmul after a compile (H100 host).
 """
 
 from __future__ import annotations
