@@ -346,7 +346,7 @@ def device_name(device: torch.device) -> str:
     return torch.get_device_module(device).get_device_name(device)
 
 
-class Dispatcher:
+class Dispatcher(op.DropIn):
     """Decisions from one best-configs file; `dispatcher(a, b)` multiplies as torch.matmul does.
 
     `objective`: EAGER or KERNEL for every call, or None (the default) for `default_objective`'s:
@@ -540,17 +540,11 @@ class Dispatcher:
         launch = ConfiguredLaunch(get_variant(choice.variant).launch, choice.config)
         return bound_launch(choice.variant, a, b, choice.config, launch) or launch
 
-    def __call__(
-        self,
-        a: torch.Tensor,
-        b: torch.Tensor,
-        *,
-        out: torch.Tensor | None = None,
-        objective: str | None = None,
-    ) -> torch.Tensor:
-        """torch.matmul(a, b, out=out), the 2-D products through `run` (kernels/op.py)."""
+    def decide(self, a, b, out, objective, key) -> torch.Tensor:
+        """torch.matmul(a, b, out=out), the 2-D products through `run` (kernels/op.py's DropIn calls it
+        where no route serves the call)."""
         objective = self.objective if objective is None else check_objective(objective)
-        return op.matmul(self, a, b, out=out, objective=objective)
+        return op.matmul(self, a, b, out=out, objective=objective, key=key)
 
     default_objective = staticmethod(default_objective)
 
@@ -579,7 +573,7 @@ def runs_triton(device: torch.device) -> bool:
     return device.type == "cuda"  # ROCm's GPUs are "cuda" devices to torch too
 
 
-class Matmul:
+class Matmul(op.DropIn):
     """`kernels.matmul`: a Dispatcher loaded on first use from `load(path)` or $FARM_BEST_CONFIGS.
 
     The torch op names it, not its dispatcher (`op_id`): a function that torch.compile traces before
@@ -617,20 +611,14 @@ class Matmul:
 
     default_objective = staticmethod(default_objective)
 
-    def __call__(
-        self,
-        a: torch.Tensor,
-        b: torch.Tensor,
-        *,
-        out: torch.Tensor | None = None,
-        objective: str | None = None,
-    ) -> torch.Tensor:
-        """torch.matmul(a, b, out=out) through the loaded dispatcher; `objective` as Dispatcher's."""
+    def decide(self, a, b, out, objective, key) -> torch.Tensor:
+        """torch.matmul(a, b, out=out) through the loaded dispatcher; `objective` as Dispatcher's. The
+        dispatcher is not read here: under torch.compile its lazy load would break the graph."""
         if objective is not None:
             check_objective(objective)
         elif self._dispatcher is not None:
             objective = self._dispatcher.objective
-        return op.matmul(self, a, b, out=out, objective=objective)
+        return op.matmul(self, a, b, out=out, objective=objective, key=key)
 
 
 matmul = Matmul()

@@ -19,7 +19,7 @@ for the dispatcher's own on a 4x4 float32 product the library served (a 2-core C
 caller of a short product waits for.
 
 Decided calls take a route. An eager call (no `out=`, no gradient, not traced) is keyed by its operands'
-shapes, strides, dtypes and devices and its objective (the route key: `matmul`); the first call of a key
+shapes, strides, dtypes and devices and its objective (the route key: `DropIn`); the first call of a key
 decides, and leaves the key's route (`Routes`): torch.matmul itself where the library serves (a batched
 A or a 1-D operand too: torch.matmul folds them) or torch.matmul's own rules apply, else the
 dispatcher's 2-D route (`Dispatcher.route`: a launcher bound to its compiled kernel, grid and constexprs
@@ -29,11 +29,11 @@ torch.matmul checks the route still checks. Host time a decided call adds to tor
 on a 2-core CPU host: 2.1-2.3 us for 2-D, 3-D and 1-D operands (the 3-D and 1-D ones took 9 us while a
 library route reshaped them; `is_cuda` and no objective resolved took 0.8 us off the key). On an H100
 host the key took 1.31 us, the dictionary's look-up 0.26 and the capture query 0.29, a decided cuBLAS
-route 2.4-2.6 us over torch.matmul's 11.7. The key is made where it is looked up (`matmul`), in as few
-Python calls as the checks allow: a decided cuBLAS route read 6.0 us over torch.matmul in
-benchmarks/dropin_check.py's process, which had run torch.compile, and 3.2-3.4 in
-benchmarks/launch_overhead.py's, which had not (H100 host); we think each Python call costs more once
-Dynamo is set up. Made so, the route read 3.8 us over torch.matmul after a compile (H100 host).
+route 2.4-2.6 us over torch.matmul's 11.7. Python calls cost more once Dynamo is set up (its frame
+hook sees every one): a decided cuBLAS route read 6.0 us over torch.matmul in benchmarks/dropin_check.py's
+process, which had run torch.compile, with the key in a function of its own and eight Python calls a
+call; 3.8 us with four. `DropIn.__call__` makes the key and takes the route itself: two Python calls,
+the call and the compile query.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 # called where torch has no CUDA: only a CUDA operand asks)
 _capturing = torch.cuda.graphs._cuda_isCurrentStreamCapturing
 _is_compiling = torch.compiler.is_compiling
+_is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 
 class FoldedRoute:
@@ -182,45 +183,73 @@ def _resize_output(out: torch.Tensor, shape: tuple[int, ...] | torch.Size) -> No
     out.resize_(shape)
 
 
+class DropIn:
+    """What calls as torch.matmul(a, b, out=out) with its 2-D products through a dispatcher
+    (kernels/dispatch.py's Dispatcher and Matmul): `__call__` serves a decided call from `routes`,
+    `decide(a, b, out, objective, key)` every other (its objective resolved, then `matmul`).
+
+    The route key (None where no route may serve the call: not plain tensors, an `out=`, a gradient to
+    record, Dynamo tracing): shapes, strides, dtypes, devices and the objective as given. None, the
+    dispatcher's own, is held with what alone changes the default outside torch.compile, whether the
+    device's stream captures a CUDA graph (kernels.dispatch.default_objective), so that a decided call
+    does not resolve it. The fast path is made in the call itself, not a function it calls: each Python
+    call costs host time (the module's docstring). `is_dynamo_compiling`, not `is_compiling`: one
+    Python call where that takes two; what else compiles (torch.export's non-strict trace) passes
+    tensor subclasses, which take no route. `is_cuda`, not `device.type`: 60 against 380 ns a read
+    (2-core CPU host)."""
+
+    routes: Routes
+
+    def __call__(
+        self,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        out: torch.Tensor | None = None,
+        objective: str | None = None,
+    ) -> torch.Tensor:
+        key = None
+        if (
+            out is None
+            and not _is_dynamo_compiling()
+            and type(a) in _PLAIN
+            and type(b) in _PLAIN
+            and not ((a.requires_grad or b.requires_grad) and torch.is_grad_enabled())
+        ):
+            capturing = objective is None and a.is_cuda and _capturing()
+            key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, objective,
+                   capturing)  # fmt: skip
+            routes = self.routes
+            route = routes.get(key)
+            if route is not None:
+                routes.served += 1
+                return route(a, b)
+        return self.decide(a, b, out, objective, key)
+
+    def decide(self, a, b, out: torch.Tensor | None, objective: str | None, key: tuple | None):
+        """The call `__call__` found no route for: its objective resolved, then `matmul`."""
+        raise NotImplementedError
+
+
 def matmul(
     dispatcher: Any,
     a: torch.Tensor,
     b: torch.Tensor,
     *,
-    out: torch.Tensor | None = None,
-    objective: str | None = None,
+    out: torch.Tensor | None,
+    objective: str | None,
+    key: tuple | None,
 ) -> torch.Tensor:
-    """torch.matmul(a, b, out=out) with its 2-D product through `dispatcher`; `objective` None: the
-    dispatcher's `default_objective` for the operands' device.
-
-    An eager call's route key (None where no route may serve it: not plain tensors, or a gradient to
-    record): shapes, strides, dtypes, devices and the objective as given. None, the dispatcher's
-    default, is held with what alone changes it outside torch.compile, whether the device's stream
-    captures a CUDA graph (kernels.dispatch.default_objective), so that a decided call does not
-    resolve it. `is_cuda`, not `device.type`: 60 against 380 ns a read (2-core CPU host)."""
+    """torch.matmul(a, b, out=out) with its 2-D product through `dispatcher`, a call `DropIn` found no
+    route for; `objective` None: the dispatcher's `default_objective` for the operands' device. Where
+    `key` is not None the call leaves its route under it."""
     compiling = _is_compiling()
-    key = None
-    if (
-        out is None
-        and not compiling
-        and type(a) in _PLAIN
-        and type(b) in _PLAIN
-        and not ((a.requires_grad or b.requires_grad) and torch.is_grad_enabled())
-    ):
-        capturing = objective is None and a.is_cuda and _capturing()
-        key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, objective,
-               capturing)  # fmt: skip
-        routes = dispatcher.routes
-        route = routes.get(key)
-        if route is not None:
-            routes.served += 1
-            return route(a, b)
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         return torch.matmul(a, b, out=out)
     folded = _folded(a, b)
     if folded is None:
         c = torch.matmul(a, b, out=out)
-        if key is not None:
+        if key is not None and not compiling:
             _keep(dispatcher.routes, key, torch.matmul)
         return c
     a2, b2, shape = folded
