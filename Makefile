@@ -18,7 +18,11 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
 	touch $@
 
-setup: $(VENV)/.installed
+# kernels.matmul's route key in C++ (kernels/route_key.py): without a compiler it keys in Python, slower
+$(VENV)/.route_key: $(VENV)/.installed kernels/route_key.cpp
+	$(BIN)/python -m kernels.route_key && touch $@ || true
+
+setup: $(VENV)/.installed $(VENV)/.route_key
 
 sweep: setup
 	$(BIN)/farm sweep $(ARGS)

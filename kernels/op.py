@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from kernels import route_key
 from kernels.space import torch_dtypes
 
 # The dtypes the variants have kernels for: the spec's dtypes (kernels.space, their one table).
@@ -74,8 +75,8 @@ class Routes(dict):
         self.decided = 0
 
 
-# Plain tensors (a Parameter is one): a subclass (a fake or a distributed tensor) decides every call.
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
+# the route key's tensor part: one C call where kernels/route_key.py built it
+_route_key = route_key.key_function()
 # torch.cuda.is_current_stream_capturing's own query, without its Python call (a dummy that is never
 # called where torch has no CUDA: only a CUDA operand asks)
 _capturing = torch.cuda.graphs._cuda_isCurrentStreamCapturing
@@ -188,15 +189,15 @@ class DropIn:
     (kernels/dispatch.py's Dispatcher and Matmul): `__call__` serves a decided call from `routes`,
     `decide(a, b, out, objective, key)` every other (its objective resolved, then `matmul`).
 
-    The route key (None where no route may serve the call: not plain tensors, an `out=`, a gradient to
-    record, Dynamo tracing): shapes, strides, dtypes, devices and the objective as given. None, the
-    dispatcher's own, is held with what alone changes the default outside torch.compile, whether the
-    device's stream captures a CUDA graph (kernels.dispatch.default_objective), so that a decided call
-    does not resolve it. The fast path is made in the call itself, not a function it calls: each Python
-    call costs host time (the module's docstring). `is_dynamo_compiling`, not `is_compiling`: one
-    Python call where that takes two; what else compiles (torch.export's non-strict trace) passes
-    tensor subclasses, which take no route. `is_cuda`, not `device.type`: 60 against 380 ns a read
-    (2-core CPU host)."""
+    The route key (None where no route may serve the call: an `out=`, Dynamo tracing, not plain
+    tensors, a gradient to record): the operands' sizes, strides, dtypes and devices (kernels/route_key.py:
+    one C call where built), and the objective as given. None, the dispatcher's own, is held with what
+    alone changes the default outside torch.compile, whether the device's stream captures a CUDA graph
+    (kernels.dispatch.default_objective), so that a decided call does not resolve it. The fast path is
+    made in the call itself, not a function it calls: each Python call costs host time (the module's
+    docstring). `is_dynamo_compiling`, not `is_compiling`: one Python call where that takes two; what
+    else compiles (torch.export's non-strict trace) passes tensor subclasses, which take no route.
+    `is_cuda`, not `device.type`: 60 against 380 ns a read (2-core CPU host)."""
 
     routes: Routes
 
@@ -209,21 +210,15 @@ class DropIn:
         objective: str | None = None,
     ) -> torch.Tensor:
         key = None
-        if (
-            out is None
-            and not _is_dynamo_compiling()
-            and type(a) in _PLAIN
-            and type(b) in _PLAIN
-            and not ((a.requires_grad or b.requires_grad) and torch.is_grad_enabled())
-        ):
-            capturing = objective is None and a.is_cuda and _capturing()
-            key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, objective,
-                   capturing)  # fmt: skip
-            routes = self.routes
-            route = routes.get(key)
-            if route is not None:
-                routes.served += 1
-                return route(a, b)
+        if out is None and not _is_dynamo_compiling():
+            tensors = _route_key(a, b)  # None: not plain tensors, or a gradient to record
+            if tensors is not None:
+                key = (tensors, objective, objective is None and a.is_cuda and _capturing())
+                routes = self.routes
+                route = routes.get(key)
+                if route is not None:
+                    routes.served += 1
+                    return route(a, b)
         return self.decide(a, b, out, objective, key)
 
     def decide(self, a, b, out: torch.Tensor | None, objective: str | None, key: tuple | None):
