@@ -8,7 +8,9 @@ import random
 import time
 from dataclasses import dataclass
 
+import fake_time as fake_time_module
 import pytest
+from fake_time import SteppedMeter, TickEvent
 
 from farm.clock import MAX_SLEEP_US, Block, CudaClock, HostClock, Readings, head_start_us, max_block_launches
 from farm.cupti import LAUNCH_LABEL, Activity, activities, busy_ms, kernel_ms_per_launch
@@ -655,7 +657,9 @@ class FakeEvent:
 
 class FakeMeter:
     """A GPU drawing 700 W whose energy counter moves every `period_s` of wall time (an H200's:
-    about 0.1 s), a clock at 1500 MHz held by the power cap."""
+    about 0.1 s), a clock at 1500 MHz held by the power cap. For tests that only need the counter to
+    move; a test of a block's energy reading runs on fake_time.SteppedMeter, whose steps a loaded
+    machine cannot shift against the poller's reads."""
 
     def __init__(self, period_s: float = 0.1):
         self.period_s, self.t0 = period_s, time.perf_counter()
@@ -685,52 +689,68 @@ def cpu_cuda_clock(monkeypatch):
     return CudaClock(torch.device("cpu"), l2_bytes=2**20, meter=FakeMeter(period_s=0.001))
 
 
-@NO_CUDA_PROFILING
-def test_cuda_clock_blocks_read_the_meter(cpu_cuda_clock, monkeypatch):
-    """A 0.35 s block of a GPU at 700 W whose counter moves every 0.1 s: the energy of its whole
-    updates seen inside the block, over the time between them (its two ends would read 3 or 4
-    updates over 0.35 s: 600 or 800 W)."""
+@pytest.fixture
+def fake_time(monkeypatch):
+    """farm.clock and farm.energy on one fake time (tests/farm/fake_time.py): the clock's waits, the
+    events, the poller's stamps and the counter's steps, none of them wall time."""
+    return fake_time_module.install(monkeypatch)
+
+
+def _stepped_clock(fake_time, phase_s: float) -> CudaClock:
+    """A CudaClock whose NVML draws 700 W, its counter moving every 0.1 s from `phase_s` on."""
     import torch
 
-    monkeypatch.setattr(FakeEvent, "busy_s", 0.35)
-    cpu_cuda_clock.meter = FakeMeter(period_s=0.1)
+    meter = SteppedMeter(fake_time, period_s=0.1, phase_s=phase_s)
+    return CudaClock(torch.device("cpu"), l2_bytes=2**20, meter=meter)
+
+
+@NO_CUDA_PROFILING
+@pytest.mark.parametrize(
+    ("phase_s", "energy_s"),
+    [pytest.param(0.03, 0.3, id="four-updates-inside"), pytest.param(0.08, 0.2, id="three-updates-inside")],
+)
+def test_cuda_clock_blocks_read_the_meter(fake_time, phase_s, energy_s):
+    """A 0.35 s block of a GPU at 700 W whose counter moves every 0.1 s: the energy of its whole
+    updates seen inside the block, over the time between them (its two ends would read 4 or 3
+    updates over 0.35 s: 800 or 600 W; the whole updates over the block's time, 600 or 400 W)."""
+    import torch
+
+    clock = _stepped_clock(fake_time, phase_s)
+    TickEvent.busy_s = 0.35
     calls = []
-    block = cpu_cuda_clock.run([lambda: calls.append(torch.ones(3))] * 4, [1e-5] * 4, profile=False)
+    block = clock.run([lambda: calls.append(torch.ones(3))] * 4, [1e-5] * 4, profile=False)
     assert len(calls) == 4 and len(block.stream_ms) == len(block.kernel_ms) == len(block.host_ms) == 4
     r = block.readings
-    assert r.watts == pytest.approx(700.0, rel=0.03) and 0.19 <= r.energy_s < r.seconds
+    assert r.seconds == pytest.approx(0.35)
+    assert r.watts == pytest.approx(700.0, rel=0.03) and r.energy_s == pytest.approx(energy_s)
     assert r.sm_clock_mhz == 1500 and r.power_limit_w == 700.0
     assert r.at_power_limit(0.95) and r.state.reasons == "sw_power_cap"
 
 
 @NO_CUDA_PROFILING
-def test_a_block_shorter_than_two_counter_updates_has_no_energy(cpu_cuda_clock, monkeypatch):
-    monkeypatch.setattr(FakeEvent, "busy_s", 0.15)
-    cpu_cuda_clock.meter = FakeMeter(period_s=0.1)
-    block = cpu_cuda_clock.run([lambda: None], [1e-5], profile=False)
+@pytest.mark.parametrize("phase_s", [0.03, 0.08], ids=["two-updates-inside", "one-update-inside"])
+def test_a_block_shorter_than_two_counter_updates_has_no_energy(fake_time, phase_s):
+    """A 0.15 s block sees one or two updates of the 0.1 s counter: one whole interval at most, and a
+    split update would pass for a whole one (farm.energy.MIN_ENERGY_UPDATES)."""
+    clock = _stepped_clock(fake_time, phase_s)
+    TickEvent.busy_s = 0.15
+    block = clock.run([lambda: None], [1e-5], profile=False)
+    assert block.readings.seconds == pytest.approx(0.15)
     assert block.readings.joules is None and block.readings.watts is None
 
 
 @NO_CUDA_PROFILING
-def test_a_launch_that_raises_stops_the_energy_poller(cpu_cuda_clock):
-    reads = []
-
-    class CountingMeter(FakeMeter):
-        def energy_mj(self):
-            reads.append(1)
-            return super().energy_mj()
-
-    cpu_cuda_clock.meter = CountingMeter()
+def test_a_launch_that_raises_stops_the_energy_poller(fake_time):
+    clock = _stepped_clock(fake_time, 0.03)
 
     def broken():
         raise RuntimeError("out of resources")
 
     with pytest.raises(RuntimeError):
-        cpu_cuda_clock.run([broken], [1e-5], profile=False)
-    time.sleep(0.05)
-    seen = len(reads)
-    time.sleep(0.05)
-    assert len(reads) == seen  # no thread reads the counter any more
+        clock.run([broken], [1e-5], profile=False)
+    (poller,) = fake_time.pollers
+    poller.thread.join(timeout=10)  # a poller left running reads on: its thread never ends
+    assert not poller.thread.is_alive()  # no thread reads the counter any more
 
 
 def _poll_block(start_s: float, seconds: float, period_s: float = 0.1, poll_s: float = 0.0035):
