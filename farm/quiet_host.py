@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+
+# A measurement switch, not a setting: "0" in a worker's environment when it starts gives it a
+# `QuietHost` that holds nothing back (`LoudHost`), so that benchmarks/quiet_host_cost.py can measure
+# what holding compiles back costs a sweep and what it buys its host times. Read where the worker
+# starts (farm.worker), in the worker's process: a local Ray's workers inherit the sweep's environment;
+# workers of a Ray the sweep joins, kept ones included, run as they started.
+SWITCH_ENV = "FARM_QUIET_HOST"
 
 
 class QuietHost:
@@ -41,3 +49,20 @@ class QuietHost:
             with self._cv:
                 self._quiet = False
                 self._cv.notify_all()
+
+
+class LoudHost(QuietHost):
+    """Holds nothing back: compiles run while host times are taken (the switch's "0")."""
+
+    @contextlib.contextmanager
+    def compiling(self):
+        yield
+
+    @contextlib.contextmanager
+    def quiet(self):
+        yield
+
+
+def worker_quiet_host(environ=os.environ) -> QuietHost:
+    """A worker's QuietHost: the shipped one, or `LoudHost` where SWITCH_ENV is "0"."""
+    return LoudHost() if environ.get(SWITCH_ENV) == "0" else QuietHost()

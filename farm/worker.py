@@ -135,7 +135,7 @@ class GpuWorker:
         from farm import compile as compile_ahead
         from farm.gpu import Gpu
         from farm.plugins import install_sources
-        from farm.quiet_host import QuietHost
+        from farm.quiet_host import worker_quiet_host
         from kernels.interpreter import fix_bf16
 
         if backend == Backend.INTERPRETER:
@@ -151,7 +151,8 @@ class GpuWorker:
         self.compile_threads = compile_threads
         self.pool = concurrent.futures.ThreadPoolExecutor(compile_threads, thread_name_prefix="compile")
         self.gpu_lock = threading.Lock()
-        self.quiet = QuietHost()  # compiles wait while the clock takes host times
+        # compiles wait while the clock takes host times (farm.quiet_host.SWITCH_ENV: a benchmark's switch)
+        self.quiet = worker_quiet_host()
         self.warmup_s = warmup_s
         self.warm = False
         self.poisoned = False
