@@ -1,8 +1,9 @@
 """The interpreter's bf16 fix reaches every launcher without the caller asking: a process that runs
 the kernels under TRITON_INTERPRET=1 and never calls kernels.interpreter.fix_bf16() gets bf16
 products within the accuracy check's tolerance (before: 1e10 off, Triton's interpreter multiplied
-bf16's uint16 bit patterns). A subprocess, since this test session applied the fix at start-up
-(tests/conftest.py)."""
+bf16's uint16 bit patterns). So does kernels.interpreter.skip_repatching_nested_calls(): a launch
+patches triton.language once, and once more at most for the helpers, not at every helper call of
+every program. A subprocess, since this test session applied both at start-up (tests/conftest.py)."""
 
 import json
 import subprocess
@@ -35,13 +36,22 @@ PROGRAM = textwrap.dedent(
         out[name] = [acc.rel_err, acc.tolerance]
     acc = check_accuracy(kernels.matmul(a, b), ref, torch.bfloat16, 56)
     out["kernels.matmul"] = [acc.rel_err, acc.tolerance]
+    # One more launch, of 15 programs of 4 K steps, with Triton's patching of triton.language counted
+    from triton.runtime import interpreter
+    patched, patch = [], interpreter._patch_lang
+    interpreter._patch_lang = lambda fn: patched.append(fn.__name__) or patch(fn)
+    cfg = MatmulConfig(block_m=16, block_n=16, block_k=16, num_warps=4, num_stages=2)
+    get_variant("tiled").launch(a, b, cfg)
+    out["patched"] = patched
     print(json.dumps(out))
     """
 )
 
 
 @pytest.fixture(scope="module")
-def errors() -> dict[str, list[float]]:
+def results() -> dict[str, list]:
+    """[relative error, tolerance] by variant; "patched": the functions whose calls patched
+    triton.language in the last launch."""
     run = subprocess.run(
         [sys.executable, "-c", PROGRAM, *VARIANTS],
         cwd=REPO,
@@ -55,8 +65,17 @@ def errors() -> dict[str, list[float]]:
 
 
 @pytest.mark.parametrize("name", [*VARIANTS, "kernels.matmul"], ids=[*VARIANTS, "kernels.matmul"])
-def test_bf16_under_the_interpreter_is_within_tolerance_unasked(errors, name: str) -> None:
-    rel_err, tolerance = errors[name]
+def test_bf16_under_the_interpreter_is_within_tolerance_unasked(results, name: str) -> None:
+    rel_err, tolerance = results[name]
     assert rel_err <= tolerance, (
         f"{name}: relative error {rel_err:.3g} over the bf16 tolerance {tolerance:.3g}"
     )
+
+
+def test_a_launch_patches_the_language_once_and_its_helpers_once_at_most_unasked(results) -> None:
+    # Triton's own patching: at the launch and at every helper call of each of the 15 programs
+    # (tile_accumulate, tile_offsets, tl.zeros, store_tile, five of _aligned), 136 in all. With the
+    # repeats skipped: the launch, and the first helper that sees tl.core (the kernel sees only tl).
+    patched = results["patched"]
+    assert patched[:1] == ["_tiled_kernel"], patched
+    assert len(patched) <= 2, f"triton.language patched {len(patched)} times in one launch: {patched}"
