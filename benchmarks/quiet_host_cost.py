@@ -63,6 +63,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
+from cli.sweep import EXIT_OK, EXIT_UNMEASURED  # noqa: E402
 from farm.quiet_host import SWITCH_ENV  # noqa: E402
 from tools.ports import stop_group  # noqa: E402
 
@@ -158,7 +159,7 @@ def run(mode: str, spec: Path, folder: Path, backend: str | None, timeout_s: flo
                 raise
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    if returncode:
+    if returncode not in (EXIT_OK, EXIT_UNMEASURED):  # a point that failed is a row: its run counts
         tail = log.read_text()[-3000:]
         raise RuntimeError(f"{mode}: the sweep exited {returncode}:\n{tail}")
     return dict(mode=mode, command_s=time.monotonic() - start, db=db, **sweep_row(db))
