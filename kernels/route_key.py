@@ -54,13 +54,17 @@ def build_directory() -> Path:
 
 
 def built_key() -> Callable | None:
-    """The C key built for this Python and torch, or None where none was built."""
+    """The C key built for this Python and torch, or None where none was built or it does not load (a
+    cache folder shared with a machine of another C library)."""
     path = build_directory() / f"{NAME}.so"
     if not path.exists():
         return None
     spec = importlib.util.spec_from_file_location(NAME, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        module = importlib.util.module_from_spec(spec)  # dlopen: an undefined symbol, a wrong ELF class
+        spec.loader.exec_module(module)
+    except ImportError:
+        return None
     return module.route_key
 
 

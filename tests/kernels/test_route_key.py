@@ -105,3 +105,12 @@ def test_a_build_without_a_compiler_says_so_and_fails(tmp_path):
     load = [sys.executable, "-c", "from kernels import route_key; print(route_key.key_function().__name__)"]
     shown = subprocess.run(load, env=env, capture_output=True, text=True, timeout=600)
     assert shown.stdout.strip() == "python_key", shown.stderr
+
+
+def test_a_build_that_does_not_load_is_not_used(tmp_path, monkeypatch):
+    """A cache folder shared with another machine: a file that is no module for this one is passed over."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    directory = route_key.build_directory()
+    directory.mkdir(parents=True)
+    (directory / f"{route_key.NAME}.so").write_bytes(b"not an ELF file")
+    assert route_key.built_key() is None and route_key.key_function() is route_key.python_key
