@@ -14,12 +14,11 @@ ON_GPU = torch.cuda.is_available()
 
 if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"
-    from kernels.interpreter import fix_bf16, skip_repatching_nested_calls
+    from kernels.interpreter import prepare
 
     # What every launcher applies at its first interpreted launch (kernels.interpreter), applied up
     # front: tests that call a @triton.jit kernel without a launcher get it too.
-    fix_bf16()
-    skip_repatching_nested_calls()
+    prepare()
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,10 @@
 """The interpreter's bf16 fix reaches every launcher without the caller asking: a process that runs
 the kernels under TRITON_INTERPRET=1 and never calls kernels.interpreter.fix_bf16() gets bf16
 products within the accuracy check's tolerance (before: 1e10 off, Triton's interpreter multiplied
-bf16's uint16 bit patterns). So does kernels.interpreter.skip_repatching_nested_calls(): a launch
-patches triton.language once, and once more at most for the helpers, not at every helper call of
-every program. A subprocess, since this test session applied both at start-up (tests/conftest.py)."""
+bf16's uint16 bit patterns). So does the rest of kernels.interpreter.prepare(): a launch patches
+triton.language once, and once more at most for the helpers, not at every helper call of every
+program; no integer overflow check is computed where device_assert would drop it. A subprocess,
+since this test session prepared the interpreter at start-up (tests/conftest.py)."""
 
 import json
 import subprocess
@@ -43,6 +44,8 @@ PROGRAM = textwrap.dedent(
     cfg = MatmulConfig(block_m=16, block_n=16, block_k=16, num_warps=4, num_stages=2)
     get_variant("tiled").launch(a, b, cfg)
     out["patched"] = patched
+    options = interpreter.interpreter_builder.options
+    out["overflow_checks"] = [options.sanitize_overflow, options.debug]
     print(json.dumps(out))
     """
 )
@@ -51,7 +54,8 @@ PROGRAM = textwrap.dedent(
 @pytest.fixture(scope="module")
 def results() -> dict[str, list]:
     """[relative error, tolerance] by variant; "patched": the functions whose calls patched
-    triton.language in the last launch."""
+    triton.language in the last launch; "overflow_checks": the interpreter's sanitize_overflow and
+    debug options after the launches."""
     run = subprocess.run(
         [sys.executable, "-c", PROGRAM, *VARIANTS],
         cwd=REPO,
@@ -79,3 +83,9 @@ def test_a_launch_patches_the_language_once_and_its_helpers_once_at_most_unasked
     patched = results["patched"]
     assert patched[:1] == ["_tiled_kernel"], patched
     assert len(patched) <= 2, f"triton.language patched {len(patched)} times in one launch: {patched}"
+
+
+def test_no_overflow_check_is_computed_for_device_assert_to_drop_unasked(results) -> None:
+    # Triton's interpreter computes one for every 32-bit +, - and * with sanitize_overflow on, and its
+    # device_assert drops it with debug off: half the interpreter's time on these kernels.
+    assert results["overflow_checks"] == [False, False]
