@@ -45,7 +45,7 @@ def _wait_for_rows(db, proc, at_least: int, timeout: float = 240) -> int:
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "driver-sigkill"])
 def test_stopped_sweep_resumes_without_loss_or_duplicates(tmp_path, stop):
-    """12 points over 4 batches, stored over about 3.5 s (`SLOW_HALF_SPEC`; 2 workers, 2-core machine);
+    """12 points over 4 batches, stored over about 4 s (`SLOW_HALF_SPEC`; 2 workers, 2-core machine);
     the tiny spec's 27 points made the run after the stop 10 s longer."""
     half_spec = write_spec(tmp_path, SLOW_HALF_SPEC, "half.yaml")
     for attempt in range(3):
