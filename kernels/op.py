@@ -209,6 +209,8 @@ class DropIn:
         out: torch.Tensor | None = None,
         objective: str | None = None,
     ) -> torch.Tensor:
+        """torch.matmul(a, b, out=out), its 2-D products through the dispatcher; `objective`: "eager",
+        "kernel" or None (the dispatcher's own, else `default_objective`'s)."""
         key = None
         if out is None and not _is_dynamo_compiling():
             tensors = _route_key(a, b)  # None: not plain tensors, or a gradient to record
