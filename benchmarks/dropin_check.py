@@ -3,8 +3,9 @@ their host time beside torch.matmul's.
 
     python benchmarks/dropin_check.py --out docs/results/dropin_check.csv
 
-Each case is a product and a best-configs file that serves it one way (`CASES`): cuBLAS at 64^3, a
-pointer kernel (`grouped`, bound to its compiled kernel: kernels.launching.bound_launch) at 1024^3,
+Each case is a product and a best-configs file that serves it one way (`CASES`): cuBLAS at 64^3, on a
+3-D A and on a 1-D A (torch.matmul folds them itself: the route is torch.matmul), a pointer kernel
+(`grouped`, bound to its compiled kernel: kernels.launching.bound_launch) at 1024^3,
 the TMA kernel (`persistent_tma`, bound likewise) on a 3-D A. For each, one row:
 - `route`: what serves the decided call (kernels/op.py's `Routes`): `builtin_function_or_method`
   is torch.matmul itself, `BoundCall` a compiled kernel called directly, `ConfiguredLaunch` the
@@ -16,7 +17,8 @@ the TMA kernel (`persistent_tma`, bound likewise) on a 3-D A. For each, one row:
   around the pass), kernels.matmul's and torch.matmul's in 7 rounds that alternate the two
   (tools.gpu_methods.rotated_host_us: each the best round, the ratio the median of the rounds').
 
-Writes --out and its provenance sidecar (tools/provenance.py). Time: under a minute on an H100 or
+The printout's first line names the route key in use (kernels/route_key.py: C++ where built, else
+Python). Writes --out and its provenance sidecar (tools/provenance.py). Time: under a minute on an H100 or
 H200 (three compiles, one torch.compile per case).
 """
 
@@ -49,6 +51,8 @@ TILE = MatmulConfig(128, 128, 64, group_m=8, num_warps=8, num_stages=3)
 # case -> (A's shape, B's shape, the variant the file serves, its config)
 CASES = {
     "64x64x64": ((64, 64), (64, 64), "cublas", LIBRARY_CONFIG),
+    "8x128x64@64x64": ((8, 128, 64), (64, 64), "cublas", LIBRARY_CONFIG),
+    "1024@1024x1024": ((1024,), (1024, 1024), "cublas", LIBRARY_CONFIG),
     "1024x1024x1024": ((1024, 1024), (1024, 1024), "grouped", TILE),
     "8x256x1024@1024x1024": ((8, 256, 1024), (1024, 1024), "persistent_tma", TILE),
 }
@@ -110,7 +114,11 @@ def main(argv: list[str] | None = None) -> None:
 
     import triton
 
-    print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
+    from kernels import route_key
+
+    key = "C++" if route_key.built_key() else "Python"  # kernels/route_key.py: C++ where built
+    versions = f"triton {triton.__version__}, torch {torch.__version__}"
+    print(f"{torch.cuda.get_device_name()}, {versions}, route key {key}")
     rows = []
     for case in CASES:
         try:

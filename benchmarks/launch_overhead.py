@@ -23,8 +23,9 @@ through Triton's own launcher costs), and `kernels_matmul_host_us`, the same pro
 `kernels.Dispatcher` whose best-configs file serves that variant at that config (its decided route,
 kernels/op.py), blank where the dispatcher would not serve it (the config is illegal there). Both
 are taken in the same rotation of passes as `host_us` and torch.matmul's. Rows of variant `cublas`
-are kernels.matmul serving torch.matmul (a file whose entry is cuBLAS's) at 64^3, 1024^3 and a 3-D
-A (`CUBLAS_SHAPES`): what the drop-in adds to torch.matmul where the library serves.
+are kernels.matmul serving torch.matmul (a file whose entry is cuBLAS's) at 64^3, 1024^3, a 3-D A and
+a 1-D one (`CUBLAS_SHAPES`): what the drop-in adds to torch.matmul where the library serves. The
+printout's first line names the route key in use (kernels/route_key.py: C++ where built, else Python).
 
 Writes --out and its provenance sidecar (tools/provenance.py). Time: one compile per variant and shape,
 then the calls: about two minutes on an H200 for the three default shapes.
@@ -53,7 +54,8 @@ COLUMNS = (
 )  # fmt: skip
 # kernels.matmul serving cuBLAS: (label, A's shape, B's shape)
 CUBLAS_SHAPES = (("64x64x64", (64, 64), (64, 64)), ("1024x1024x1024", (1024, 1024), (1024, 1024)),
-                 ("8x256x1024@1024x1024", (8, 256, 1024), (1024, 1024)))  # fmt: skip
+                 ("8x256x1024@1024x1024", (8, 256, 1024), (1024, 1024)),
+                 ("1024@1024x1024", (1024,), (1024, 1024)))  # fmt: skip
 # What the printout's closing table shows of each row (the CSV holds all)
 SHORT = (
     "shape",
@@ -76,7 +78,11 @@ def main(argv: list[str] | None = None) -> None:
 
     import triton
 
-    print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}")
+    from kernels import route_key
+
+    key = "C++" if route_key.built_key() else "Python"
+    versions = f"triton {triton.__version__}, torch {torch.__version__}"
+    print(f"{torch.cuda.get_device_name()}, {versions}, route key {key}")
     rows = []
     for shape in args.shapes:
         for name, us in layers(shape, args.calls):
