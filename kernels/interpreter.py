@@ -8,7 +8,7 @@ Triton's interpreter stores bfloat16 as uint16 and gets two things wrong that th
 `fix_bf16()` makes both match the GPU; it changes nothing on a GPU and nothing for fp16/fp32.
 The interpreter also does work whose result is in place already or thrown away:
 `skip_repatching_nested_calls()` and `skip_discarded_overflow_checks()` leave it out. Every launcher
-applies all three (`prepare()`) at its first launch of an interpreted kernel (`fix_bf16_for`, from
+applies all three (`prepare()`) at its first launch of an interpreted kernel (`prepare_for`, from
 kernels.launching.DirectCalls), so a library call such as `kernels.matmul` is right without the
 caller knowing, in any process (the farm's workers and `farm sweep` processes included); nothing is
 patched at import time.
@@ -32,7 +32,7 @@ def _fp32_to_bf16_rtne(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values), np.uint16(0x7FC0), rounded)
 
 
-def fix_bf16_for(kernel) -> None:
+def prepare_for(kernel) -> None:
     """prepare() when `kernel` is one Triton's interpreter runs (TRITON_INTERPRET=1 was set when it
     was defined); nothing for a compiled kernel."""
     from triton.runtime.interpreter import InterpretedFunction

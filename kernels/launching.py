@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from triton.compiler.compiler import CompiledKernel
 
-from kernels.interpreter import fix_bf16_for
+from kernels.interpreter import prepare_for
 
 COMPILE_ONLY = contextvars.ContextVar("kernels_compile_only", default=False)
 
@@ -62,14 +62,14 @@ class DirectCalls:
         # key -> (the compiled kernel's runner for its grid, the constexprs in the kernel's order)
         self.table: dict[tuple, tuple[Callable, tuple]] = {}
         self.plans: dict[tuple, Any] = {}
-        self.interpreter_checked = False  # fix_bf16_for at the first launch, not at import
+        self.interpreter_checked = False  # prepare_for at the first launch, not at import
 
     def plan(self, key: tuple, build: Callable[[], Any]) -> Any:
         """The launcher's plan for key: `build()` on the key's first call, kept after."""
         plan = self.plans.get(key)
         if plan is None:
             plan = build()  # may raise (a check that fails): then nothing is kept
-            _bounded_put(self.plans, key, plan, self.max_keys)
+            bounded_put(self.plans, key, plan, self.max_keys)
         return plan
 
     def compiled(self, key: tuple) -> tuple[Callable, tuple] | None:
@@ -85,7 +85,7 @@ class DirectCalls:
             runner(*args, *values)
             return
         if not self.interpreter_checked:
-            fix_bf16_for(self.kernel)  # the interpreter's bf16 dot and cast, made right (kernels.interpreter)
+            prepare_for(self.kernel)  # the interpreter made right for bf16, and faster (kernels.interpreter)
             self.interpreter_checked = True
         compiled = self.kernel[grid](*args, **constexprs, **options)
         # Kept once per key (a known key compiled again ahead of timing is already there), and only
@@ -93,7 +93,7 @@ class DirectCalls:
         if known is None and isinstance(compiled, CompiledKernel):
             order = self.kernel.arg_names[len(args) :]
             runner = compiled[(*grid, 1, 1)[:3]], tuple(constexprs[name] for name in order)
-            _bounded_put(self.table, key, runner, self.max_keys)
+            bounded_put(self.table, key, runner, self.max_keys)
 
 
 # variant name -> bind(a, b, cfg, fallback): a callable (a, b) -> a @ b for operands like a and b, or None
@@ -149,7 +149,8 @@ def pointer_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple
     return a, b, c
 
 
-def _bounded_put(table: dict, key: tuple, value: Any, max_keys: int) -> None:
+def bounded_put(table: dict, key: tuple, value: Any, max_keys: int) -> None:
+    """table[key] = value, the oldest key dropped first once the table holds max_keys."""
     if len(table) >= max_keys:
         del table[next(iter(table))]  # dicts keep insertion order: the oldest key
     table[key] = value

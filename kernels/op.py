@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from kernels import route_key
+from kernels.launching import bounded_put
 from kernels.space import torch_dtypes
 
 # The dtypes the variants have kernels for: the spec's dtypes (kernels.space, their one table).
@@ -276,7 +277,5 @@ MAX_ROUTES = 1024
 
 
 def _keep(routes: Routes, key: tuple, route) -> None:
-    if len(routes) >= MAX_ROUTES:
-        del routes[next(iter(routes))]
-    routes[key] = route
+    bounded_put(routes, key, route, MAX_ROUTES)
     routes.decided += 1
