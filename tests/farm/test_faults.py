@@ -40,9 +40,14 @@ KILLS = [
 
 
 @pytest.mark.parametrize("kill", KILLS)
-def test_a_killed_worker_loses_and_duplicates_nothing(ray_cluster, tiny_spec, tmp_path, kill):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_killed_worker_loses_and_duplicates_nothing(ray_cluster, tiny_spec, tmp_path, kill, workers):
+    """With one worker the sweep waits for Ray to restart it, and says how long that took. With two,
+    the other worker may store every point left before the killed one is back (the interpreter's tiny
+    points: about 0.3 s each): the sweep then ends without waiting, its fault "not back"."""
     db = tmp_path / "results.db"
-    driver = Driver(load_spec(path=str(tiny_spec)), SweepOptions(db=str(db), workers=2, progress=False), "t")
+    options = SweepOptions(db=str(db), workers=workers, progress=False)
+    driver = Driver(load_spec(path=str(tiny_spec)), options, "t")
     watcher = _kill_when_running(driver, lambda w: kill(ray_cluster, w))
     result = driver.run()
     watcher.join(timeout=1)
@@ -51,7 +56,11 @@ def test_a_killed_worker_loses_and_duplicates_nothing(ray_cluster, tiny_spec, tm
     assert len(rows) == TINY_POINTS and len({r[:5] for r in rows}) == TINY_POINTS
     assert {status for *_, status in rows} == {"ok"}
     assert [f.kind for f in result.faults] == ["worker lost"]
-    assert result.faults[0].recovery_s is not None and result.faults[0].recovery_s < 60
+    recovery_s = result.faults[0].recovery_s
+    if workers == 1:
+        assert recovery_s is not None and recovery_s < 60
+    else:
+        assert recovery_s is None or recovery_s < 60
 
 
 def test_crashing_and_hanging_kernels(ray_cluster, tmp_path, capsys):
