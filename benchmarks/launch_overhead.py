@@ -27,6 +27,9 @@ are kernels.matmul serving torch.matmul (a file whose entry is cuBLAS's) at 64^3
 a 1-D one (`CUBLAS_SHAPES`): what the drop-in adds to torch.matmul where the library serves. The
 printout's first line names the route key in use (kernels/route_key.py: C++ where built, else Python).
 
+`--profile VARIANT...` instead prints where those variants' host time goes at the first shape: a
+cProfile of the launcher's calls and of kernels.matmul's (`profile`).
+
 Writes --out and its provenance sidecar (tools/provenance.py). Time: one compile per variant and shape,
 then the calls: about two minutes on an H200 for the three default shapes.
 """
@@ -74,7 +77,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--passes", type=int, default=7, help="pairs of passes (variant, torch.matmul)")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "launch_overhead.csv"))
+    parser.add_argument(
+        "--profile", nargs="+", choices=sorted(VARIANTS), metavar="VARIANT",
+        help="instead: where these variants' host time goes at the first shape (prints, writes nothing)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.profile:
+        for name in args.profile:
+            profile(name, args.shapes[0], args.calls)
+        return
 
     import triton
 
@@ -255,6 +266,39 @@ def library_rows(calls: int, passes: int) -> list[dict]:
         rows.append({"shape": label, "variant": "cublas", "config": LIBRARY_CONFIG.key, **timed,
                      "kernels_matmul_host_us": timed["host_us"], "ok": ok, "call": call})  # fmt: skip
     return rows
+
+
+def profile(variant: str, shape: str, calls: int, top: int = 12) -> None:
+    """Where a call's host time goes: cProfile over `calls` calls of the variant's launcher and of
+    kernels.matmul serving it (its decided route), each after two calls (the compile, the decision):
+    the Python calls a call and the functions of most own time. Profiled time is inflated (every Python
+    call is counted); the counts and the order are what it is for."""
+    import cProfile
+    import pstats
+
+    from kernels import get_variant
+
+    m, n, k, a, b = _operands(shape)
+    cfg = VARIANTS[variant]
+    launcher = get_variant(variant).launch
+    fns = {"launcher": lambda: launcher(a, b, cfg)}
+    dispatcher = best_file_serving(variant, cfg, m, n, k, a.dtype)
+    if serves(dispatcher, variant, a, b):
+        fns["kernels.matmul"] = lambda: dispatcher(a, b)
+    for label, fn in fns.items():
+        fn(), fn()
+        torch.cuda.synchronize()
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(calls):
+            fn()
+        profiler.disable()
+        torch.cuda.synchronize()
+        stats = pstats.Stats(profiler)
+        print(f"== {variant} at {shape}, {label}: {stats.total_calls / calls:.1f} Python calls a call")
+        stats.sort_stats("tottime").print_stats(top)
+    routes = dispatcher.routes
+    print(f"kernels.matmul's routes: {[type(r).__name__ for r in routes.values()]}, served {routes.served}")
 
 
 def layers(shape: str, calls: int) -> list[tuple[str, float]]:
