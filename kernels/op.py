@@ -38,6 +38,7 @@ the call and the compile query.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import warnings
@@ -192,13 +193,14 @@ class DropIn:
 
     The route key (None where no route may serve the call: an `out=`, Dynamo tracing, not plain
     tensors, a gradient to record): the operands' sizes, strides, dtypes and devices (kernels/route_key.py:
-    one C call where built), and the objective as given. None, the dispatcher's own, is held with what
-    alone changes the default outside torch.compile, whether the device's stream captures a CUDA graph
-    (kernels.dispatch.default_objective), so that a decided call does not resolve it. The fast path is
-    made in the call itself, not a function it calls: each Python call costs host time (the module's
-    docstring). `is_dynamo_compiling`, not `is_compiling`: one Python call where that takes two; what
-    else compiles (torch.export's non-strict trace) passes tensor subclasses, which take no route.
-    `is_cuda`, not `device.type`: 60 against 380 ns a read (2-core CPU host)."""
+    one C call where built), and the objective as given. Where that is None and the dispatcher has none
+    of its own, the default is resolved outside torch.compile by whether the device's stream captures a
+    CUDA graph (kernels.dispatch.default_objective); the key's route asks that (`ByCapture`) only where
+    the two defaults decide the product differently: the query took 0.9 us of a decided cuBLAS call's
+    2.3 over torch.matmul (H100 host). The fast path is made in the call itself, not a function it
+    calls: each Python call costs host time (the module's docstring). `is_dynamo_compiling`, not
+    `is_compiling`: one Python call where that takes two; what else compiles (torch.export's non-strict
+    trace) passes tensor subclasses, which take no route."""
 
     routes: Routes
 
@@ -216,7 +218,7 @@ class DropIn:
         if out is None and not _is_dynamo_compiling():
             tensors = _route_key(a, b)  # None: not plain tensors, or a gradient to record
             if tensors is not None:
-                key = (tensors, objective, objective is None and a.is_cuda and _capturing())
+                key = (tensors, objective)
                 routes = self.routes
                 route = routes.get(key)
                 if route is not None:
@@ -251,6 +253,7 @@ def matmul(
             _keep(dispatcher.routes, key, torch.matmul)
         return c
     a2, b2, shape = folded
+    defaulted = objective is None  # then the capture state decides it (`ByCapture`)
     objective = objective or dispatcher.default_objective(a2.device)
     grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
     if out is not None:
@@ -268,7 +271,11 @@ def matmul(
         product = dispatcher.route(a2, b2, objective)
         # torch.matmul folds a batched A or a 1-D operand itself, and reshapes cost host time
         direct = product is torch.matmul or shape is None
-        _keep(dispatcher.routes, key, product if direct else FoldedRoute(product, a2.shape, b2.shape, shape))
+        route = product if direct else FoldedRoute(product, a2.shape, b2.shape, shape)
+        if defaulted and _may_capture(a2) and dispatcher.objective_matters(a2, b2):
+            _keep_by_capture(dispatcher, key, route)
+        else:
+            _keep(dispatcher.routes, key, route)
     return c if shape is None else c.reshape(shape)
 
 
@@ -278,4 +285,39 @@ MAX_ROUTES = 1024
 
 def _keep(routes: Routes, key: tuple, route) -> None:
     bounded_put(routes, key, route, MAX_ROUTES)
+    routes.decided += 1
+
+
+class ByCapture:
+    """A key's routes where the call's objective is the default and the two defaults decide its product
+    differently: `captured` while the stream captures a CUDA graph (the kernel objective), `eager`
+    otherwise. A call in a state whose route is not made yet (None) decides it (`decide(a, b)`): it
+    counts as served, by this entry, and as decided."""
+
+    __slots__ = ("captured", "decide", "eager")
+
+    def __init__(self, decide) -> None:
+        self.decide, self.captured, self.eager = decide, None, None
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        route = self.captured if _capturing() else self.eager
+        return self.decide(a, b) if route is None else route(a, b)
+
+
+def _may_capture(t: torch.Tensor) -> bool:
+    """Whether t's device has streams that capture CUDA graphs: a CUDA tensor's."""
+    return t.is_cuda
+
+
+def _keep_by_capture(dispatcher: Any, key: tuple, route) -> None:
+    """Keep `route` for key in the current capture state, beside the other state's (`ByCapture`)."""
+    routes = dispatcher.routes
+    split = routes.get(key)
+    if not isinstance(split, ByCapture):
+        split = ByCapture(functools.partial(dispatcher.decide, out=None, objective=None, key=key))
+        bounded_put(routes, key, split, MAX_ROUTES)
+    if _capturing():
+        split.captured = route
+    else:
+        split.eager = route
     routes.decided += 1
