@@ -18,8 +18,9 @@ verdicts (tools/library_table.py) are in tools/, where the tests reach them.
     python benchmarks/vs_libraries.py verdicts docs/results/vs_libraries_h200.csv   # prints, writes nothing
 
 Writes: docs/results/vs_libraries_h200.csv (one row per shape and dtype; its columns:
-tools/library_table.py; its provenance line: vs_libraries_h200.csv.meta). Time on one H200: the
-whole table is about 40 minutes of GPU, run as pieces of 3-8 minutes (`--budget-s`, `--only`).
+tools/library_table.py) and, beside each run's --out, its provenance line (vs_libraries_h200.csv.meta:
+the command, so say there where its --best files came from). Time on one H200: the whole table is
+about 40 minutes of GPU, run as pieces of 3-8 minutes (`--budget-s`, `--only`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ if __package__ in (None, ""):
 
 from tools.library_bench import BenchRun, run
 from tools.library_table import read_csv, verdicts, write_csv
+from tools.provenance import write_meta
 
 LLM_PROJECTIONS = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # (out, in) of an 8B model
 SUITES: dict[str, list[tuple[int, int, int]]] = {
@@ -146,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
         args.budget_s, args.no_inductor, args.only, args.rounds, args.rep_ms, args.device,
     )  # fmt: skip
     rows = run(job)
-    print(f"\nwrote {len(rows)} rows to {args.out}")
+    write_meta(args.out)
+    print(f"\nwrote {len(rows)} rows to {args.out} and its provenance, {args.out}.meta")
     print("\n".join(verdicts(rows)))
 
 

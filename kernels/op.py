@@ -33,7 +33,9 @@ route 2.4-2.6 us over torch.matmul's 11.7. Python calls cost more once Dynamo is
 hook sees every one): a decided cuBLAS route read 6.0 us over torch.matmul in benchmarks/dropin_check.py's
 process, which had run torch.compile, with the key in a function of its own and eight Python calls a
 call; 3.8 us with four. `DropIn.__call__` makes the key and takes the route itself: two Python calls,
-the call and the compile query.
+the call and the compile query. So made, with the key in C++, on a slower H100 host (torch.matmul 20.3
+us): 2.3 us over torch.matmul, of which the capture query 0.88, now asked only by a key whose two
+default objectives decide differently (`ByCapture`).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ REPO = Path(__file__).resolve().parents[2]
 README_MAX_CHARS = 15_000  # a user's page, not a notebook: what it is, how to use it, where the why lives
 # docs/results holds current results only, each written by a maintained benchmark; a result is its data
 # file and provenance sidecar, counted once (14 results on 2026-12-05; 17 with the H100's unseen shapes
-# against the libraries, kernels.matmul's must-show beside the H200's suites).
-RESULTS_MAX = 17
+# against the libraries, kernels.matmul's must-show beside the H200's suites; 19 with the same shapes
+# from the shipped databases' export and QuietHost's cost to a sweep).
+RESULTS_MAX = 19
 PROVENANCE = re.compile(
     r"# command: .+; gpu: .+; driver: .+; torch: .+; triton: .+; date: \d{4}-\d\d-\d\d\b.*"
 )
@@ -23,7 +24,7 @@ def test_readme_is_at_most_15000_characters() -> None:
     assert size <= README_MAX_CHARS, f"README.md is {size:,} characters, over {README_MAX_CHARS:,}"
 
 
-def test_results_folder_holds_at_most_17_results_each_with_its_provenance() -> None:
+def test_results_folder_holds_at_most_19_results_each_with_its_provenance() -> None:
     files = sorted(p for p in (REPO / "docs" / "results").iterdir() if p.is_file())
     results = [p.name for p in files if p.suffix != ".meta"]
     assert 0 < len(results) <= RESULTS_MAX, results
