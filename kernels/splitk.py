@@ -14,6 +14,8 @@ it, which were two more launches a call (the launcher's host time 48.3-62.0 us a
 bitwise reproducible (see splitk_det).
 """
 
+from collections.abc import Callable
+
 import torch
 import triton
 import triton.language as tl
@@ -91,6 +93,22 @@ def launch_split(
         (a, b, c, *scratch, m, n, k, *strides, stride_ck), constexprs,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
+
+
+def compiled_split(
+    a: torch.Tensor, b: torch.Tensor, workspace: torch.Tensor, cfg: MatmulConfig
+) -> tuple[Callable, tuple] | None:
+    """The split kernel compiled for `launch_split(a, b, workspace, cfg, atomic=False)`'s key and what
+    that launch passes after its leading tensors (a, b, the workspace, and the workspace again twice for
+    the atomic sum's unused slots and counters): (runner, tail), or None before such a launch."""
+    (m, k), n = a.shape, b.shape[1]
+    strides, aligns = pointer_layout(a, b, workspace)
+    stride_ck = workspace.stride(0)
+    known = _CALLS.compiled(pointer_key(a, b, workspace, strides, aligns, cfg, stride_ck, False))
+    if known is None:
+        return None
+    runner, constexprs = known
+    return runner, (m, n, k, *strides, stride_ck, *constexprs)
 
 
 @register_variant("splitk", config_space="splitk", atomic=True)

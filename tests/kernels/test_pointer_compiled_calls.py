@@ -3,7 +3,7 @@
 what the first call gave Triton, constexprs in the kernel's order; anything Triton specialised on
 that differs (a size, a stride, an operand's start modulo 16, the config, atomic or workspace)
 takes Triton's path under a new key. The summing variants' launches bound to a problem (the
-dispatcher's routes) pass their kept scratch too.
+dispatcher's routes) pass their kept scratch too; `splitk_det`'s gives both its kernels a fresh workspace.
 
 Without a GPU nothing compiles, so the kernel is replaced by a stand-in (kernelkit.py); the
 variants' results through the interpreter are test_variants.py's. On a GPU, benchmarks/launch_overhead.py
@@ -213,3 +213,42 @@ def test_a_summing_kernel_bound_to_a_problem_passes_this_calls_tensors_and_the_k
     assert any(call[3] is kept for kept in _KEPT_SCRATCH.values())
     names = stand_in.arg_names[len(jit_args) :]
     assert call[5:] == (*jit_args[5:], *(kwargs[name] for name in names))  # sizes, strides, extra, constexprs
+
+
+def test_splitk_det_bound_to_a_problem_calls_both_kernels_with_what_its_launcher_passed(stand_ins):
+    """`bound_launch("splitk_det")` (a decided kernels.matmul's route): after the launcher's first call,
+    the bound call gives the split kernel this call's A and B and a fresh workspace (also as the atomic
+    sum's unused slots and counters), and the reduce that workspace and the C it returns, each with what
+    Triton was given first. Before any launch, or for an A starting off 16 bytes, nothing is bound."""
+    from kernels.launching import bound_launch
+    from kernels.splitk_det import BoundDeterministic
+
+    a, b = _operands(40, 64, 48)
+    launched = []
+    fallback = lambda a, b: launched.append((a, b))
+    assert bound_launch("splitk_det", a, b, SPLIT, fallback) is None  # not compiled yet
+    get_variant("splitk_det").launch(a, b, SPLIT)
+    bound = bound_launch("splitk_det", a, b, SPLIT, fallback)
+    assert isinstance(bound, BoundDeterministic)
+    a2, b2 = _operands(40, 64, 48, seed=1)
+    c2 = bound(a2, b2)
+    assert c2.shape == (40, 64) and c2.dtype == a2.dtype and not launched
+    split, reduce = stand_ins["split"], stand_ins["reduce"]
+    ((_, split_args, split_kwargs),) = split.jit_calls
+    ((_, reduce_args, reduce_kwargs),) = reduce.jit_calls
+    (split_call,) = split.compiled.calls
+    (reduce_call,) = reduce.compiled.calls
+    workspace = split_call[2]
+    assert split_call[0] is a2 and split_call[1] is b2
+    assert workspace.shape == (2, 40, 64) and workspace.dtype == torch.float32
+    assert split_call[3] is workspace and split_call[4] is workspace
+    names = split.arg_names[len(split_args) :]
+    assert split_call[5:] == (*split_args[5:], *(split_kwargs[name] for name in names))
+    assert reduce_call[0] is workspace and reduce_call[1] is c2
+    names = reduce.arg_names[len(reduce_args) :]
+    assert reduce_call[2:] == (*reduce_args[2:], *(reduce_kwargs[name] for name in names))
+
+    shifted = torch.zeros(40 * 48 + 1, dtype=torch.float16)[1:].view(40, 48)  # A 2 bytes into its storage
+    bound(shifted, b2)
+    (sent,) = launched  # to the launcher: no kernel called
+    assert sent[0] is shifted and sent[1] is b2 and len(split.compiled.calls) == 1
