@@ -105,7 +105,9 @@ def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> Boun
     was not compiled for these operands yet, or A or B starts off 16 bytes."""
     m, n = a.shape[0], b.shape[1]
     workspace_shape = (cfg.split_k, m, n)
-    workspace = torch.empty(workspace_shape, device=a.device, dtype=torch.float32)
+    # its strides and a 16-byte start, as every fresh workspace has, with nothing allocated: a real one
+    # is split_k times C in fp32 (512 MiB at 4096^2, split 8)
+    workspace = torch.empty(workspace_shape, device="meta", dtype=torch.float32)
     split = compiled_split(a, b, workspace, cfg)
     reduce = _REDUCE.compiled((a.device, a.dtype, m * n, cfg.split_k, False))
     if split is None or reduce is None or (a.data_ptr() | b.data_ptr()) % 16:
