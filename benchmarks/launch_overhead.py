@@ -16,10 +16,11 @@ every host time is taken: a profiler session leaves CUPTI loaded in the process.
 is checked against fp64 (`ok`). The printout also splits one launch into its layers (an allocation, a
 memset, a cast, Triton's JIT path, a compiled kernel called directly), where the host time goes.
 
-Two more columns say what lies above Triton and what the drop-in adds: `triton_floor_us`, the
-variant's compiled kernels called directly with the arguments its launcher last prepared (each kernel
-as `kernels.launching.DirectCalls` calls it, no allocation, memset, cast or key: the least a launch
-through Triton's own launcher costs), and `kernels_matmul_host_us`, the same product through a
+Three more columns say what lies above Triton and what the drop-in adds: `triton_floor_us`, the
+variant's compiled kernels called with the arguments its launcher last prepared through Triton's
+compiled-kernel runner (no allocation, memset, cast or key: the least a launch through Triton's own
+launcher costs), `direct_floor_us`, the same kernels as `kernels.launching.DirectCalls` calls them,
+below Triton's runner (`below_triton`), and `kernels_matmul_host_us`, the same product through a
 `kernels.Dispatcher` whose best-configs file serves that variant at that config (its decided route,
 kernels/op.py), blank where the dispatcher would not serve it (the config is illegal there). Both
 are taken in the same rotation of passes as `host_us` and torch.matmul's. Rows of variant `cublas`
@@ -53,7 +54,7 @@ from tools.provenance import write_results
 
 COLUMNS = (
     "shape", "variant", "config", "kernels_per_call", "host_us", "torch_matmul_host_us", "ratio",
-    "triton_floor_us", "kernels_matmul_host_us", "ok",
+    "triton_floor_us", "direct_floor_us", "kernels_matmul_host_us", "ok",
 )  # fmt: skip
 # kernels.matmul serving cuBLAS: (label, A's shape, B's shape)
 CUBLAS_SHAPES = (("64x64x64", (64, 64), (64, 64)), ("1024x1024x1024", (1024, 1024), (1024, 1024)),
@@ -66,6 +67,7 @@ SHORT = (
     "host_us",
     "torch_matmul_host_us",
     "triton_floor_us",
+    "direct_floor_us",
     "kernels_matmul_host_us",
     "ok",
 )
@@ -176,9 +178,11 @@ def serves(dispatcher, variant: str, a: torch.Tensor, b: torch.Tensor) -> bool:
     return choice.variant == variant
 
 
-def kernel_floor(call) -> Callable[[], None]:
-    """The compiled kernels `call` (a launcher's call) queues, called directly with the arguments it
-    prepared for them: every `DirectCalls` runner of its next call, recorded once, replayed in order."""
+def kernel_floors(call) -> tuple[Callable[[], None], Callable[[], None]] | None:
+    """The compiled kernels `call` (a launcher's call) queues, called with the arguments it prepared for
+    them, each through Triton's runner (Triton's floor) and as `DirectCalls` calls it, below Triton's
+    runner where kernels.launching.below_triton could (the farm's floor): every runner of its next
+    call, recorded once, replayed in order. None where it queues none (the interpreter)."""
     from kernels.launching import DirectCalls
 
     recorded, launch = [], DirectCalls.launch
@@ -195,12 +199,16 @@ def kernel_floor(call) -> Callable[[], None]:
         call()
     finally:
         DirectCalls.launch = launch
+    through_triton = [(getattr(runner, "triton_runner", runner), args) for runner, args in recorded]
 
-    def floor() -> None:
-        for runner, args in recorded:
-            runner(*args)
+    def replay(runs) -> Callable[[], None]:
+        def floor() -> None:
+            for runner, args in runs:
+                runner(*args)
 
-    return floor if recorded else None
+        return floor
+
+    return (replay(through_triton), replay(recorded)) if recorded else None
 
 
 def _rotated(fns: dict[str, Callable], calls: int, passes: int) -> dict[str, float]:
@@ -233,9 +241,9 @@ def variants(shape: str, calls: int, passes: int) -> list[dict]:
             print(f"skip {name} at {shape}: {exc}")
             continue
         fns = {"host_us": call, "torch_matmul_host_us": lambda: torch.matmul(a, b)}
-        floor = kernel_floor(call)
-        if floor is not None:
-            fns["triton_floor_us"] = floor
+        floors = kernel_floors(call)
+        if floors is not None:
+            fns["triton_floor_us"], fns["direct_floor_us"] = floors
         dispatcher = best_file_serving(name, cfg, *(int(x) for x in shape.split("x")), a.dtype)
         if serves(dispatcher, name, a, b):
             fns["kernels_matmul_host_us"] = lambda d=dispatcher: d(a, b)
@@ -305,6 +313,7 @@ def layers(shape: str, calls: int) -> list[tuple[str, float]]:
     """Host us a call of each layer a launcher is made of, at one shape (split-K's kernel as the example)."""
     import triton
 
+    from kernels.launching import below_triton
     from kernels.scratch import zeroed_scratch
     from kernels.splitk import _splitk_kernel
     from kernels.tile import pointer_layout
@@ -329,12 +338,14 @@ def layers(shape: str, calls: int) -> list[tuple[str, float]]:
     compiled = _splitk_kernel[grid](**params, **options)
     direct = compiled[(grid[0], 1, 1)]  # the direct path takes all three grid dimensions
     ordered = [params[name] for name in _splitk_kernel.arg_names]
+    below = below_triton(compiled, (grid[0], 1, 1), tuple(ordered))
     rows = [
         ("torch.empty (m, n) bf16", lambda: torch.empty((m, n), device=device, dtype=torch.bfloat16)),
         ("torch.zeros (m, n) fp32", lambda: torch.zeros((m, n), device=device, dtype=torch.float32)),
         ("fp32 -> bf16 cast (m, n)", lambda: c32.to(torch.bfloat16)),
         ("_splitk_kernel[grid](...) (JIT path)", lambda: _splitk_kernel[grid](**params, **options)),
-        ("CompiledKernel[grid](*args) (direct)", lambda: direct(*ordered)),
+        ("CompiledKernel[grid](*args) (Triton's runner)", lambda: direct(*ordered)),
+        ("kernels.launching.below_triton (C launch)", lambda: below(*ordered)),
         ("torch.matmul (cuBLAS)", lambda: torch.matmul(a, b)),
     ]  # fmt: skip
     return [(name, host_us(fn, calls, passes=1)) for name, fn in rows]

@@ -274,26 +274,33 @@ def launch_into(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulCo
     return c
 
 
-@binds("persistent_tma")
-def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
-    """`persistent_tma` at cfg for operands like a and b (kernels.launching.bound_launch): its compiled
-    kernel and plan held, each call's descriptors its plan's templates over the call's tensors. None
-    where the key was never compiled or an operand starts off TMA's 16 bytes."""
-    (m, k), n = a.shape, b.shape[1]
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
-    key = tma_key(a, b, c, cfg)
-    known, plan = _CALLS.compiled(key), _CALLS.plans.get(key)
-    if known is None or plan is None or misaligned(a, b, c):
-        return None
-    runner, constexprs = known
-    return BoundCall(runner, plan.descriptors, (m, n, k, *constexprs), (m, n), a.device, a.dtype, fallback)
-
-
 @register_variant("persistent_tma", config_space="persistent_tma")
 def persistent_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """Persistent grid (one program per SM) in GROUP_SIZE_M order, TMA loads and stores (Hopper)."""
     m, n, _ = check_operands(a, b, cfg)
     return launch_into(a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
+
+
+@binds("persistent_tma")
+def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
+    """`persistent_tma` at cfg for operands like a and b (kernels.launching.bound_launch)."""
+    return bind_tma(_CALLS, a, b, cfg, fallback)
+
+
+def bind_tma(calls: DirectCalls, a, b, cfg: MatmulConfig, fallback, operands=None) -> BoundCall | None:
+    """A TMA kernel launched by `calls` into a fresh (M, N) C, bound to operands like a and b: its compiled
+    kernel and plan held, each call's descriptors its plan's templates over the call's tensors, then
+    what `operands(plan)` adds after them (a workspace: `kernels.splitk_tma`), M, N, K and the
+    constexprs. None where the key was never compiled or an operand starts off TMA's 16 bytes."""
+    (m, k), n = a.shape, b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    key = tma_key(a, b, c, cfg)
+    known, plan = calls.compiled(key), calls.plans.get(key)
+    if known is None or plan is None or misaligned(a, b, c):
+        return None
+    runner, constexprs = known
+    leading = plan.descriptors if operands is None else operands(plan)
+    return BoundCall(runner, leading, (m, n, k, *constexprs), (m, n), a.device, a.dtype, fallback)
 
 
 def padded(t: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ import importlib
 import importlib.util
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from kernels.config import MatmulConfig
@@ -149,6 +149,15 @@ def register_variant(
         return launch
 
     return decorate
+
+
+def wrap_launcher(name: str, wrap: Callable[[Launcher], Launcher]) -> None:
+    """Registered variant `name` launches through `wrap(its launcher)` from now on (kernels.launching.binds:
+    a variant that binds its launch serves repeated calls through it). `name` must be registered."""
+    if name not in _REGISTRY:
+        raise ValueError(f"variant {name!r} is not registered: register it before wrapping its launcher")
+    variant = _REGISTRY[name]
+    _REGISTRY[name] = replace(variant, launcher=wrap(variant.launcher))
 
 
 def get_variant(name: str) -> Variant:

@@ -61,9 +61,9 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.config import ConfigError, MatmulConfig
-from kernels.launching import DirectCalls, dependent_launch
+from kernels.launching import BoundCall, DirectCalls, binds, dependent_launch
 from kernels.operands import check_operands
-from kernels.persistent_tma import TmaPlan, TmaUnsupported, checked_plan
+from kernels.persistent_tma import TmaPlan, TmaUnsupported, bind_tma, checked_plan
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
 from kernels.scratch import zeroed_counters
@@ -143,6 +143,30 @@ def splitk_tma(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Ten
     """Split-K through TMA (Hopper); partials in their own slots, the last program sums them in order."""
     m, n, _ = check_operands(a, b, cfg)
     return launch_into(a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
+
+
+class SplitTmaOperands:
+    """`splitk_tma`'s leading arguments for a bound call (`bind_tma`): descriptors over a, b and c from
+    the key's plan, then a fresh partial slot for each program and the kept zeroed counters, as its
+    launcher passes them (C itself for both where split_k is 1: the kernel touches neither)."""
+
+    __slots__ = ("plan", "slots", "tiles")
+
+    def __init__(self, plan: TmaPlan, cfg: MatmulConfig) -> None:
+        self.plan, self.tiles = plan, plan.grid[0] // cfg.split_k
+        self.slots = 0 if cfg.split_k == 1 else plan.grid[0] * cfg.block_m * cfg.block_n
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple:
+        if not self.slots:
+            return (*self.plan.descriptors(a, b, c), c, c)
+        ws = torch.empty(self.slots, device=c.device, dtype=torch.float32)
+        return (*self.plan.descriptors(a, b, c), ws, zeroed_counters(self.tiles, c.device))
+
+
+@binds("splitk_tma")
+def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundCall | None:
+    """`splitk_tma` at cfg for operands like a and b (kernels.launching.bound_launch)."""
+    return bind_tma(_CALLS, a, b, cfg, fallback, lambda plan: SplitTmaOperands(plan, cfg))
 
 
 @register_variant("splitk_tma_reduce", config_space="splitk_tma")

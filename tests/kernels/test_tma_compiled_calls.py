@@ -117,3 +117,39 @@ def test_a_known_key_reuses_its_plan_over_the_new_operands_and_holds_no_tensor(k
     (plan,) = pt._CALLS.plans.values()
     assert plan.a_desc.base is None and plan.b_desc.base is None and plan.c_desc.base is None
     assert plan.b_transposed and not plan.a_transposed
+
+
+@pytest.fixture
+def split_kernel(monkeypatch):
+    import kernels.splitk_tma as st
+
+    stand_in = StandInKernel(st._splitk_tma_kernel.arg_names)
+    monkeypatch.setattr(st, "_CALLS", DirectCalls(stand_in))
+    return stand_in
+
+
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_splitk_tma_bound_passes_fresh_partials_and_the_kept_counters(split_kernel, split_k):
+    """`splitk_tma` bound to its problem (kernels.launching.KeptBindings): the runner gets descriptors
+    over this call's A, B and C, a fresh fp32 slot for each program's partial tile and the counters its
+    launcher passed (C for both at split_k 1), then what Triton was given first."""
+    from kernels import get_variant
+    from kernels.scratch import zeroed_counters
+
+    cfg = CFG.replace(split_k=split_k)
+    launch = get_variant("splitk_tma").launch
+    launch(*_operands(40, 48, 64), cfg)
+    (grid, jit_args, kwargs) = split_kernel.jit_calls[0]
+    a2, b2 = _operands(40, 48, 64, seed=1)
+    c2 = launch(a2, b2, cfg)
+    assert len(split_kernel.jit_calls) == 1 and split_kernel.compiled.grids == [(grid[0], 1, 1)]
+    (call,) = split_kernel.compiled.calls
+    assert [d.base for d in call[:3]] == [a2, b2, c2]
+    ws, counts = call[3:5]
+    if split_k == 1:
+        assert ws is c2 and counts is c2
+    else:
+        assert ws.dtype == torch.float32 and ws.numel() == grid[0] * 16 * 32 and ws is not jit_args[3]
+        assert counts is zeroed_counters(grid[0] // split_k, a2.device) and counts is jit_args[4]
+    names = split_kernel.arg_names[len(jit_args) :]
+    assert call[5:] == (*jit_args[5:], *(kwargs[name] for name in names))
