@@ -289,9 +289,21 @@ def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> Boun
 
 def bind_tma(calls: DirectCalls, a, b, cfg: MatmulConfig, fallback, operands=None) -> BoundCall | None:
     """A TMA kernel launched by `calls` into a fresh (M, N) C, bound to operands like a and b: its compiled
-    kernel and plan held, each call's descriptors its plan's templates over the call's tensors, then
-    what `operands(plan)` adds after them (a workspace: `kernels.splitk_tma`), M, N, K and the
-    constexprs. None where the key was never compiled or an operand starts off TMA's 16 bytes."""
+    kernel and plan held (`compiled_tma`), each call's descriptors its plan's templates over the call's
+    tensors, then what `operands(plan)` adds after them (a workspace: `kernels.splitk_tma`), M, N, K
+    and the constexprs. None where `compiled_tma` finds none."""
+    compiled = compiled_tma(calls, a, b, cfg)
+    if compiled is None:
+        return None
+    call, plan = compiled
+    leading = plan.descriptors if operands is None else operands(plan)
+    return BoundCall(call[0], leading, call[1], (a.shape[0], b.shape[1]), a.device, a.dtype, fallback)
+
+
+def compiled_tma(calls: DirectCalls, a, b, cfg: MatmulConfig) -> tuple[tuple, TmaPlan] | None:
+    """((the compiled runner, its arguments after the leading ones: M, N, K, constexprs), the plan) that
+    `calls` keeps for a launch over operands like a and b into a fresh C; None where the key was never
+    compiled or an operand starts off TMA's 16 bytes."""
     (m, k), n = a.shape, b.shape[1]
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     key = tma_key(a, b, c, cfg)
@@ -299,8 +311,7 @@ def bind_tma(calls: DirectCalls, a, b, cfg: MatmulConfig, fallback, operands=Non
     if known is None or plan is None or misaligned(a, b, c):
         return None
     runner, constexprs = known
-    leading = plan.descriptors if operands is None else operands(plan)
-    return BoundCall(runner, leading, (m, n, k, *constexprs), (m, n), a.device, a.dtype, fallback)
+    return (runner, (m, n, k, *constexprs)), plan
 
 
 def padded(t: torch.Tensor) -> torch.Tensor:

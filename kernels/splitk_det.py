@@ -75,18 +75,21 @@ def reduce_splits(workspace: torch.Tensor, c: torch.Tensor, overlap: bool = Fals
 
 
 class BoundDeterministic:
-    """`splitk_det` bound to a problem (`kernels.launching.bound_launch`, a decided kernels.matmul's
-    route): a fresh workspace and C each call, the split kernel's and the reduce's compiled runners
-    called directly with what its launcher passes them, no operand checks or keys. A call whose A or B
-    starts off 16 bytes (Triton specialised on the starts), or one made while the farm compiles ahead,
-    goes to `fallback` (the launcher). The bound summing variants' routes read 0.61-1.01x their
-    launcher's host time on an H100 host, this one 1.09-1.12x unbound."""
+    """A split-K into a workspace and its in-order reduce, bound to a problem (`kernels.launching.
+    bound_launch`): `splitk_det`'s kernels, or `kernels.splitk_tma`'s summed apart. Each call makes a
+    fresh workspace and C and calls the split kernel's and the reduce's compiled runners directly with
+    what their launcher passes them (`leading(a, b, c, workspace)` the split kernel's leading
+    arguments: pointers, or descriptors), no operand checks or keys. A call whose A or B starts off 16
+    bytes (Triton specialised on the starts; TMA needs them), or one made while the farm compiles
+    ahead, goes to `fallback` (the launcher). Unbound, `splitk_det` read 1.09-1.12x its launcher's host
+    time through kernels.matmul on an H100 host; the bound summing variants 0.61-1.01x."""
 
-    __slots__ = ("device", "dtype", "fallback", "reduce", "shape", "split", "workspace_shape")
+    __slots__ = ("device", "dtype", "fallback", "leading", "reduce", "shape", "split", "workspace_shape")
 
-    def __init__(self, split, reduce, workspace_shape, device, dtype, fallback) -> None:
-        self.split, self.reduce, self.workspace_shape = split, reduce, workspace_shape
-        self.shape, self.device, self.dtype, self.fallback = workspace_shape[1:], device, dtype, fallback
+    def __init__(self, split, leading, reduce, workspace_shape, device, dtype, fallback) -> None:
+        self.split, self.leading, self.reduce = split, leading, reduce
+        self.workspace_shape, self.shape = workspace_shape, workspace_shape[1:]
+        self.device, self.dtype, self.fallback = device, dtype, fallback
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if (a.data_ptr() | b.data_ptr()) % 16 or COMPILE_ONLY.get():
@@ -94,9 +97,21 @@ class BoundDeterministic:
         workspace = torch.empty(self.workspace_shape, device=self.device, dtype=torch.float32)
         c = torch.empty(self.shape, device=self.device, dtype=self.dtype)  # fresh: 16-byte starts
         (split, split_tail), (reduce, reduce_tail) = self.split, self.reduce
-        split(a, b, workspace, workspace, workspace, *split_tail)
+        split(*self.leading(a, b, c, workspace), *split_tail)
         reduce(workspace, c, *reduce_tail)
         return c
+
+
+def compiled_reduce(c_like: torch.Tensor, m: int, n: int, split_k: int, overlap: bool = False):
+    """(the reduce's compiled runner, its arguments after the workspace and C) for `reduce_splits` of a
+    (split_k, m, n) workspace into C like c_like, or None where not compiled yet."""
+    known = _REDUCE.compiled((c_like.device, c_like.dtype, m * n, split_k, overlap))
+    return None if known is None else (known[0], (m * n, *known[1]))
+
+
+def _pointer_split(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, workspace: torch.Tensor) -> tuple:
+    """The pointer split kernel's leading arguments here: the workspace as its C, slots and counters."""
+    return a, b, workspace, workspace, workspace
 
 
 @binds("splitk_det")
@@ -109,9 +124,7 @@ def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> Boun
     # is split_k times C in fp32 (512 MiB at 4096^2, split 8)
     workspace = torch.empty(workspace_shape, device="meta", dtype=torch.float32)
     split = compiled_split(a, b, workspace, cfg)
-    reduce = _REDUCE.compiled((a.device, a.dtype, m * n, cfg.split_k, False))
+    reduce = compiled_reduce(a, m, n, cfg.split_k)
     if split is None or reduce is None or (a.data_ptr() | b.data_ptr()) % 16:
         return None
-    runner, constexprs = reduce
-    reduce_call = (runner, (m * n, *constexprs))
-    return BoundDeterministic(split, reduce_call, workspace_shape, a.device, a.dtype, fallback)
+    return BoundDeterministic(split, _pointer_split, reduce, workspace_shape, a.device, a.dtype, fallback)

@@ -63,12 +63,12 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from kernels.config import ConfigError, MatmulConfig
 from kernels.launching import BoundCall, DirectCalls, binds, dependent_launch
 from kernels.operands import check_operands
-from kernels.persistent_tma import TmaPlan, TmaUnsupported, bind_tma, checked_plan
+from kernels.persistent_tma import TmaPlan, TmaUnsupported, bind_tma, checked_plan, compiled_tma
 from kernels.registry import register_variant
 from kernels.schedule import cdiv, split_range_jit, splitk_tile_jit
 from kernels.scratch import zeroed_counters
 from kernels.space import CLUSTER_CTAS
-from kernels.splitk_det import reduce_splits
+from kernels.splitk_det import BoundDeterministic, compiled_reduce, reduce_splits
 
 
 @triton.jit
@@ -180,6 +180,42 @@ def splitk_tma_reduce(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> to
     return _summed_apart(_APART_CALLS, a, b, c, cfg)
 
 
+@binds("splitk_tma_reduce")
+def _bind_reduce(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback):
+    """`splitk_tma_reduce` at cfg for operands like a and b (kernels.launching.bound_launch)."""
+    if cfg.split_k == 1:  # splitk_tma's plain kernel, as its launcher runs it
+        return _bind(a, b, cfg, fallback)
+    return _bind_apart(_APART_CALLS, a, b, cfg, fallback)
+
+
+class ApartOperands:
+    """The summed-apart split kernel's leading arguments for a bound call (`BoundDeterministic`):
+    descriptors over a, b and c from the key's plan, then the workspace for its partials and in place
+    of its counters, as `_summed_apart` passes them."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: TmaPlan) -> None:
+        self.plan = plan
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, ws: torch.Tensor) -> tuple:
+        return (*self.plan.descriptors(a, b, c), ws, ws)
+
+
+def _bind_apart(calls: DirectCalls, a, b, cfg: MatmulConfig, fallback) -> BoundDeterministic | None:
+    """The SUM_APART kernel `calls` launched and its reduce, bound to operands like a and b: None where
+    either was not compiled for them yet, or an operand starts off 16 bytes."""
+    m, n = a.shape[0], b.shape[1]
+    split = compiled_tma(calls, a, b, cfg)
+    reduce = compiled_reduce(a, m, n, cfg.split_k, overlap=dependent_launch(a.device))
+    if split is None or reduce is None:
+        return None
+    (runner, tail), plan = split
+    return BoundDeterministic(
+        (runner, tail), ApartOperands(plan), reduce, (cfg.split_k, m, n), a.device, a.dtype, fallback
+    )
+
+
 @register_variant("splitk_tma_cluster", config_space="splitk_tma_cluster")
 def splitk_tma_cluster(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Tensor:
     """`splitk_tma_reduce` with each program a cluster of two CTAs sharing its tile (Hopper)."""
@@ -196,6 +232,12 @@ def splitk_tma_cluster(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> t
         )
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     return _summed_apart(_CLUSTER_CALLS, a, b, c, cfg, num_ctas=CLUSTER_CTAS)
+
+
+@binds("splitk_tma_cluster")
+def _bind_cluster(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundDeterministic | None:
+    """`splitk_tma_cluster` at cfg for operands like a and b (kernels.launching.bound_launch)."""
+    return _bind_apart(_CLUSTER_CALLS, a, b, cfg, fallback)
 
 
 def _summed_apart(calls: DirectCalls, a, b, c, cfg: MatmulConfig, num_ctas: int = 1) -> torch.Tensor:

@@ -153,3 +153,35 @@ def test_splitk_tma_bound_passes_fresh_partials_and_the_kept_counters(split_kern
         assert counts is zeroed_counters(grid[0] // split_k, a2.device) and counts is jit_args[4]
     names = split_kernel.arg_names[len(jit_args) :]
     assert call[5:] == (*jit_args[5:], *(kwargs[name] for name in names))
+
+
+@pytest.mark.parametrize(
+    ("variant", "calls"), [("splitk_tma_reduce", "_APART_CALLS"), ("splitk_tma_cluster", "_CLUSTER_CALLS")]
+)
+def test_summed_apart_bound_passes_one_fresh_workspace_to_both_kernels(monkeypatch, variant, calls):
+    """`splitk_tma_reduce` and `_cluster` bound (kernels.launching.KeptBindings): the split kernel gets
+    descriptors over this call's A, B and C and a fresh (split_k, M, N) fp32 workspace, the reduce
+    that workspace and C, each then what Triton was given first."""
+    import kernels.splitk_det as sd
+    import kernels.splitk_tma as st
+    from kernels import get_variant
+
+    split = StandInKernel(st._splitk_tma_kernel.arg_names)
+    reduce = StandInKernel(sd._reduce_splits_kernel.arg_names)
+    monkeypatch.setattr(st, calls, DirectCalls(split))
+    monkeypatch.setattr(sd, "_REDUCE", DirectCalls(reduce))
+    cfg = CFG.replace(split_k=2)
+    launch = get_variant(variant).launch
+    launch(*_operands(40, 48, 64), cfg)
+    a2, b2 = _operands(40, 48, 64, seed=1)
+    c2 = launch(a2, b2, cfg)
+    assert len(split.jit_calls) == len(reduce.jit_calls) == 1
+    (split_call,), (reduce_call,) = split.compiled.calls, reduce.compiled.calls
+    ws = split_call[3]
+    assert [d.base for d in split_call[:3]] == [a2, b2, c2] and split_call[4] is ws
+    assert ws.dtype == torch.float32 and ws.shape == (2, 40, 48)
+    assert reduce_call[:2] == (ws, c2)
+    for kernel, call, leading in ((split, split_call, 5), (reduce, reduce_call, 2)):
+        (_, jit_args, kwargs) = kernel.jit_calls[0]
+        names = kernel.arg_names[len(jit_args) :]
+        assert call[leading:] == (*jit_args[leading:], *(kwargs[name] for name in names))
