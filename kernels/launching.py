@@ -228,6 +228,9 @@ class KeptBindings:
         self.variant, self.__wrapped__, self.max_keys = variant, launch, max_keys
         self.bound: dict[tuple, Callable | bool] = {}  # (tensors, cfg) -> bound launch, or False
 
+    def __reduce__(self):  # pickled (sent to a Ray worker) without its bindings: their runners stay here
+        return KeptBindings, (self.variant, self.__wrapped__, self.max_keys)
+
     def __call__(self, a: torch.Tensor, b: torch.Tensor, cfg) -> torch.Tensor:
         tensors = _tensors_key(a, b)
         if tensors is None:

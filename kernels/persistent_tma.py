@@ -40,7 +40,7 @@ from triton.language.extra.cuda import gdc_launch_dependents
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.config import MatmulConfig
-from kernels.launching import BoundCall, DirectCalls, binds, dependent_launch
+from kernels.launching import COMPILE_ONLY, BoundCall, DirectCalls, binds, dependent_launch
 from kernels.operands import check_operands
 from kernels.pitched import aligned_rows, pitched_copy
 from kernels.registry import register_variant
@@ -292,25 +292,25 @@ def bind_tma(calls: DirectCalls, a, b, cfg: MatmulConfig, fallback, operands=Non
     kernel and plan held (`compiled_tma`), each call's descriptors its plan's templates over the call's
     tensors, then what `operands(plan)` adds after them (a workspace: `kernels.splitk_tma`), M, N, K
     and the constexprs. None where `compiled_tma` finds none."""
-    compiled = compiled_tma(calls, a, b, cfg)
+    shape = (a.shape[0], b.shape[1])
+    compiled = compiled_tma(calls, a, b, torch.empty(shape, device=a.device, dtype=a.dtype), cfg)
     if compiled is None:
         return None
-    call, plan = compiled
+    (runner, tail), plan = compiled
     leading = plan.descriptors if operands is None else operands(plan)
-    return BoundCall(call[0], leading, call[1], (a.shape[0], b.shape[1]), a.device, a.dtype, fallback)
+    return BoundCall(runner, leading, tail, shape, a.device, a.dtype, fallback)
 
 
-def compiled_tma(calls: DirectCalls, a, b, cfg: MatmulConfig) -> tuple[tuple, TmaPlan] | None:
+def compiled_tma(calls: DirectCalls, a, b, c, cfg: MatmulConfig) -> tuple[tuple, TmaPlan] | None:
     """((the compiled runner, its arguments after the leading ones: M, N, K, constexprs), the plan) that
-    `calls` keeps for a launch over operands like a and b into a fresh C; None where the key was never
+    `calls` keeps for a launch over operands like a and b into a C like c; None where the key was never
     compiled or an operand starts off TMA's 16 bytes."""
-    (m, k), n = a.shape, b.shape[1]
-    c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     key = tma_key(a, b, c, cfg)
     known, plan = calls.compiled(key), calls.plans.get(key)
     if known is None or plan is None or misaligned(a, b, c):
         return None
     runner, constexprs = known
+    (m, k), n = a.shape, b.shape[1]
     return (runner, (m, n, k, *constexprs)), plan
 
 
@@ -336,3 +336,43 @@ def persistent_tma_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> t
     """persistent_tma for odd sizes: unaligned operands copied to aligned rows, C padded where N is odd."""
     m, n, _ = check_operands(a, b, cfg)
     return launch_into(padded(a), padded(b), tma_output(m, n, like=a), cfg)
+
+
+class BoundPadded:
+    """`persistent_tma_pad` bound to a problem (kernels.launching.bound_launch): each call makes the copies
+    its launcher makes (`pitched_copy` of an operand TMA cannot describe, as found at binding) and C as
+    its launcher does (`tma_output`), then calls the compiled kernel with the plan's descriptors over
+    them. A call whose uncopied operand starts off 16 bytes, or one made while the farm compiles
+    ahead, goes to `fallback` (the launcher)."""
+
+    __slots__ = ("copy_a", "copy_b", "fallback", "plan", "runner", "shape", "tail")
+
+    def __init__(self, runner, tail, plan: TmaPlan, copy_a: bool, copy_b: bool, shape, fallback) -> None:
+        self.runner, self.tail, self.plan, self.copy_a, self.copy_b = runner, tail, plan, copy_a, copy_b
+        self.shape, self.fallback = shape, fallback
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if COMPILE_ONLY.get():
+            return self.fallback(a, b)
+        a_in = pitched_copy(a) if self.copy_a else a
+        b_in = pitched_copy(b) if self.copy_b else b
+        c = tma_output(*self.shape, like=a)
+        if misaligned(a_in, b_in, c):  # an uncopied operand off 16 bytes (copies and C start aligned)
+            return self.fallback(a, b)
+        self.runner(*self.plan.descriptors(a_in, b_in, c), *self.tail)
+        return c
+
+
+@binds("persistent_tma_pad")
+def _bind_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundPadded | None:
+    """`persistent_tma_pad` at cfg for operands like a and b: the copies' layouts (`aligned_rows`, nothing
+    copied) and C's, its compiled kernel and plan for them (`compiled_tma`); None where not compiled."""
+    m, n = a.shape[0], b.shape[1]
+    copy_a, copy_b = not tma_describable(a), not tma_describable(b)
+    a_in = aligned_rows(*a.shape, like=a) if copy_a else a
+    b_in = aligned_rows(*b.shape, like=b) if copy_b else b
+    compiled = compiled_tma(_CALLS, a_in, b_in, tma_output(m, n, like=a), cfg)
+    if compiled is None:
+        return None
+    (runner, tail), plan = compiled
+    return BoundPadded(runner, tail, plan, copy_a, copy_b, (m, n), fallback)

@@ -206,7 +206,7 @@ def _bind_apart(calls: DirectCalls, a, b, cfg: MatmulConfig, fallback) -> BoundD
     """The SUM_APART kernel `calls` launched and its reduce, bound to operands like a and b: None where
     either was not compiled for them yet, or an operand starts off 16 bytes."""
     m, n = a.shape[0], b.shape[1]
-    split = compiled_tma(calls, a, b, cfg)
+    split = compiled_tma(calls, a, b, torch.empty((m, n), device=a.device, dtype=a.dtype), cfg)
     reduce = compiled_reduce(a, m, n, cfg.split_k, overlap=dependent_launch(a.device))
     if split is None or reduce is None:
         return None

@@ -99,3 +99,14 @@ def test_the_interpreter_keeps_the_launcher_and_its_result():
     for _ in range(2):
         assert torch.allclose(launch(a, b, CFG), a @ b, atol=1e-4)
     assert list(launch.bound.values()) == [False]
+
+
+def test_a_launcher_pickles_without_its_bindings(kernel):
+    """A variant sent to another process (a Ray worker) takes its launcher, not the runners bound here."""
+    import pickle
+
+    launch = get_variant("tiled").launch
+    launch(_t(40, 64), _t(64, 48), CFG)
+    copy = pickle.loads(pickle.dumps(launch))
+    assert isinstance(copy, KeptBindings) and copy.__wrapped__ is tiled_module.tiled and copy.bound == {}
+    assert len(launch.bound) == 1

@@ -185,3 +185,33 @@ def test_summed_apart_bound_passes_one_fresh_workspace_to_both_kernels(monkeypat
         (_, jit_args, kwargs) = kernel.jit_calls[0]
         names = kernel.arg_names[len(jit_args) :]
         assert call[leading:] == (*jit_args[leading:], *(kwargs[name] for name in names))
+
+
+@pytest.mark.parametrize(("k", "n"), [(33, 48), (64, 36), (33, 36)], ids=["copy-a", "copy-b", "both"])
+def test_persistent_tma_pad_bound_copies_what_its_launcher_copies(kernel, monkeypatch, k, n):
+    """`persistent_tma_pad` bound (kernels.launching.KeptBindings): each call copies an operand whose rows
+    TMA cannot describe (K = 33: A's rows 66 bytes; N = 36: B's 72) into rows 128 bytes apart and
+    makes C as the launcher does (N = 36: a pitched view), and the kernel gets descriptors over those,
+    then what Triton was given first."""
+    import kernels.pitched as pitched
+    from kernels import get_variant
+
+    copies = StandInKernel(pitched._copy_rows_kernel.arg_names)
+    monkeypatch.setattr(pitched, "_COPIES", DirectCalls(copies))
+    launch = get_variant("persistent_tma_pad").launch
+    launch(*_operands(40, n, k), CFG)
+    (grid, jit_args, kwargs) = kernel.jit_calls[0]
+    a2, b2 = _operands(40, n, k, seed=1)
+    c2 = launch(a2, b2, CFG)
+    assert len(kernel.jit_calls) == 1 and kernel.compiled.grids == [(grid[0], 1, 1)]
+    (call,) = kernel.compiled.calls
+    a_in, b_in, c_in = (d.base for d in call[:3])
+    copied = [t for t, odd in ((a2, k == 33), (b2, n == 36)) if odd]
+    assert [copy[0] for copy in copies.compiled.calls] == copied  # this call's operands, copied
+    for given, used in ((a2, a_in), (b2, b_in)):
+        if any(given is t for t in copied):
+            assert used is not given and used.shape == given.shape and used.stride() == (64, 1)
+        else:
+            assert used is given
+    assert c_in is c2 and c2.shape == (40, n) and c2.stride(0) == (64 if n == 36 else n)
+    assert call[3:] == (*jit_args[3:], *(kwargs[name] for name in pt._persistent_tma_kernel.arg_names[6:]))
