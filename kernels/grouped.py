@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels.config import MatmulConfig
-from kernels.launching import BoundCall, DirectCalls, binds
+from kernels.launching import COMPILE_ONLY, BoundCall, DirectCalls, binds
 from kernels.operands import check_operands
 from kernels.pitched import aligned_rows, pitched_copy
 from kernels.registry import register_variant
@@ -107,3 +107,41 @@ def grouped_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> torch.Te
     # the peeled K loop it was measured with (8.1-8.2 us above), not `grouped`'s one masked loop for short K
     _launch(_PAD_CALLS, a, b_rows, c, pitch, cfg, masked_k_loop=False)
     return c
+
+
+class BoundGroupedPad:
+    """`grouped_pad` bound to a problem (kernels.launching.bound_launch): each call makes C in pitched rows
+    and copies B into such rows unless they already are (`_in_rows`), as its launcher does, then calls
+    the compiled kernel with them. A call whose A starts off 16 bytes (Triton specialised on it), or one
+    made while the farm compiles ahead, goes to `fallback` (the launcher)."""
+
+    __slots__ = ("fallback", "pitch", "runner", "shape", "tail")
+
+    def __init__(self, runner, tail: tuple, shape: tuple[int, int], pitch: int, fallback) -> None:
+        self.runner, self.tail, self.shape, self.pitch, self.fallback = runner, tail, shape, pitch, fallback
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if COMPILE_ONLY.get():
+            return self.fallback(a, b)
+        c = aligned_rows(*self.shape, like=a)
+        b_rows = b if _in_rows(b, self.pitch) else pitched_copy(b)
+        if (a.data_ptr() | b_rows.data_ptr()) % 16:  # C and a copy start aligned
+            return self.fallback(a, b)
+        self.runner(a, b_rows, c, *self.tail)
+        return c
+
+
+@binds("grouped_pad")
+def _bind_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundGroupedPad | None:
+    """`grouped_pad` at cfg for operands like a and b: C's and B's pitched layouts (nothing copied), the
+    compiled kernel for them; None where not compiled yet, or A starts off 16 bytes."""
+    (m, k), n = a.shape, b.shape[1]
+    c = aligned_rows(m, n, like=a)
+    pitch = c.stride(0)
+    b_rows = b if _in_rows(b, pitch) else aligned_rows(k, n, like=b)
+    strides, aligns = pointer_layout(a, b_rows, c, pitch)
+    known = _PAD_CALLS.compiled(pointer_key(a, b_rows, c, strides, aligns, cfg))
+    if known is None or (a.data_ptr() | b_rows.data_ptr()) % 16:
+        return None
+    runner, constexprs = known
+    return BoundGroupedPad(runner, (m, pitch, k, *strides, *constexprs), (m, n), pitch, fallback)

@@ -252,3 +252,27 @@ def test_splitk_det_bound_to_a_problem_calls_both_kernels_with_what_its_launcher
     bound(shifted, b2)
     (sent,) = launched  # to the launcher: no kernel called
     assert sent[0] is shifted and sent[1] is b2 and len(split.compiled.calls) == 1
+
+
+def test_grouped_pad_bound_copies_b_and_pitches_c_as_its_launcher_does(stand_ins, monkeypatch):
+    """`grouped_pad` bound (kernels.launching.KeptBindings) at N = 36 (fp16 rows of 72 bytes): each call
+    copies this call's B into rows 64 elements apart, makes C in such rows, and the kernel gets them
+    with N told as the pitch, then what Triton was given first."""
+    import kernels.pitched as pitched
+
+    copies = StandInKernel(pitched._copy_rows_kernel.arg_names)
+    monkeypatch.setattr(pitched, "_COPIES", DirectCalls(copies))
+    launch = get_variant("grouped_pad").launch
+    launch(*_operands(40, 36, 48), CFG)
+    a2, b2 = _operands(40, 36, 48, seed=1)
+    c2 = launch(a2, b2, CFG)
+    kernel = stand_ins["grouped_pad"]
+    (_, jit_args, kwargs) = kernel.jit_calls[0]
+    assert len(kernel.jit_calls) == 1
+    (call,) = kernel.compiled.calls
+    (copy,) = copies.compiled.calls  # this call's B, copied
+    assert copy[0] is b2 and call[1] is copy[1] and call[1].stride() == (64, 1)
+    assert call[0] is a2 and call[2] is c2 and c2.shape == (40, 36) and c2.stride() == (64, 1)
+    assert call[3:6] == (40, 64, 48)  # N told as the pitch
+    names = kernel.arg_names[len(jit_args) :]
+    assert call[3:] == (*jit_args[3:], *(kwargs[name] for name in names))
