@@ -126,7 +126,8 @@ def register_variant(
     space = get_space(config_space)
 
     def decorate(launch: Launcher) -> Launcher:
-        source = inspect.getsourcefile(launch)
+        written = inspect.unwrap(launch)  # the function itself, not a wrapper (kernels.launching.KeptBindings)
+        source = inspect.getsourcefile(written)
         existing = _REGISTRY.get(name) or (_declared(name) if name in BUILTINS else None)
         if existing is not None and existing.source_file != source:
             raise ValueError(f"variant {name!r} is already registered by {existing.source_file}")
@@ -143,7 +144,7 @@ def register_variant(
             atomic=atomic,
             baseline=baseline,
             source_file=source,
-            description=(inspect.getdoc(launch) or "").split("\n")[0],
+            description=(inspect.getdoc(written) or "").split("\n")[0],
             launcher=launch,
         )
         return launch
