@@ -126,7 +126,7 @@ def register_variant(
     space = get_space(config_space)
 
     def decorate(launch: Launcher) -> Launcher:
-        written = inspect.unwrap(launch)  # the function itself, not a wrapper (kernels.launching.KeptBindings)
+        written = inspect.unwrap(launch)  # the function, not a wrapper (kernels.launching.KeptBindings)
         source = inspect.getsourcefile(written)
         existing = _REGISTRY.get(name) or (_declared(name) if name in BUILTINS else None)
         if existing is not None and existing.source_file != source:
