@@ -364,15 +364,24 @@ class BoundPadded:
 
 
 @binds("persistent_tma_pad")
-def _bind_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundPadded | None:
+def bind_padded(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -> BoundPadded | None:
     """`persistent_tma_pad` at cfg for operands like a and b: the copies' layouts (`aligned_rows`, nothing
     copied) and C's, its compiled kernel and plan for them (`compiled_tma`); None where not compiled."""
     m, n = a.shape[0], b.shape[1]
-    copy_a, copy_b = not tma_describable(a), not tma_describable(b)
-    a_in = aligned_rows(*a.shape, like=a) if copy_a else a
-    b_in = aligned_rows(*b.shape, like=b) if copy_b else b
+    a_in, b_in = padded_layout(a), padded_layout(b)
     compiled = compiled_tma(_CALLS, a_in, b_in, tma_output(m, n, like=a), cfg)
     if compiled is None:
         return None
     (runner, tail), plan = compiled
-    return BoundPadded(runner, tail, plan, copy_a, copy_b, (m, n), fallback)
+    return BoundPadded(runner, tail, plan, a_in is not a, b_in is not b, (m, n), fallback)
+
+
+def compiled_persistent(a, b, c, cfg: MatmulConfig) -> tuple[tuple, TmaPlan] | None:
+    """`compiled_tma` of the kernel `launch_into` launches, for operands like a, b and c."""
+    return compiled_tma(_CALLS, a, b, c, cfg)
+
+
+def padded_layout(t: torch.Tensor) -> torch.Tensor:
+    """t itself where TMA can describe it, else an uninitialised tensor laid out as `padded`'s copy (a
+    binding's key needs the copy's strides, not its values)."""
+    return t if tma_describable(t) else aligned_rows(*t.shape, like=t)

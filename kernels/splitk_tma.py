@@ -253,6 +253,13 @@ def _summed_apart(calls: DirectCalls, a, b, c, cfg: MatmulConfig, num_ctas: int 
     return reduce_splits(ws, c, overlap=dependent_launch(c.device))
 
 
+def compiled_split_tma(a, b, c, cfg: MatmulConfig, overlapping: bool = False) -> tuple[tuple, TmaPlan] | None:
+    """`compiled_tma` of the kernel `launch_into` launches (with `overlapping` as it takes it), for
+    operands like a, b and c."""
+    calls = _OVERLAP_CALLS if overlapping and dependent_launch(a.device) else _CALLS
+    return compiled_tma(calls, a, b, c, cfg)
+
+
 def launch_into(
     a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, cfg: MatmulConfig, overlapping: bool = False
 ) -> torch.Tensor:

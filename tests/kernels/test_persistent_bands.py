@@ -264,3 +264,61 @@ def test_a_split_tail_takes_four_stages_within_the_main_bands_shared_memory(main
     bands = wave_bands(3072, 3072, main.block_m, main.block_n, H200_SMS)
     tail = pb.split_tail_config(main, bands, 3072, 3072, 3072, H200_SMS)
     assert (tail and (tail.block_m, tail.block_n, tail.block_k, tail.num_stages)) == expected
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "split"),
+    [
+        pytest.param(150, 40, 40, False, id="row-band"),
+        pytest.param(129, 64, 160, True, id="thin-tail-split"),
+        pytest.param(150, 40, 37, False, id="a-copied"),  # A's rows of 74 bytes: copied into 128-byte ones
+    ],
+)
+def test_bound_bands_launch_both_bands_over_this_calls_views(monkeypatch, m, n, k, split):
+    """`persistent_tma_bands` bound (kernels.launching.KeptBindings; its kernels stand-ins, kernelkit.py)
+    on 4 SMs: a call like the first runs the main band's and the tail's compiled kernels over views
+    of this call's A and C (descriptors whose bases start where the launcher's views do), the split
+    tail with fresh partial slots, each then what Triton was given first."""
+    from kernelkit import StandInKernel
+
+    import kernels.persistent_tma as pt
+    import kernels.pitched as pitched
+    import kernels.splitk_tma as st
+    from kernels.launching import DirectCalls
+
+    monkeypatch.setattr(pb, "multiprocessor_count", lambda device: 4)
+    persistent = StandInKernel(pt._persistent_tma_kernel.arg_names)
+    splits = StandInKernel(st._splitk_tma_kernel.arg_names)
+    monkeypatch.setattr(pt, "_CALLS", DirectCalls(persistent))
+    monkeypatch.setattr(st, "_CALLS", DirectCalls(splits))
+    copies = StandInKernel(pitched._copy_rows_kernel.arg_names)
+    monkeypatch.setattr(pitched, "_COPIES", DirectCalls(copies))
+    launch = get_variant("persistent_tma_bands").launch
+    launch(_random((m, k), torch.bfloat16, "cpu", 1), _random((k, n), torch.bfloat16, "cpu", 2), CFG)
+    first = persistent.jit_calls + splits.jit_calls
+    assert len(first) == 2 and len(splits.jit_calls) == split  # the thin tail through split-K
+    a2, b2 = _random((m, k), torch.bfloat16, "cpu", 3), _random((k, n), torch.bfloat16, "cpu", 4)
+    c2 = launch(a2, b2, CFG)
+    assert len(persistent.jit_calls + splits.jit_calls) == 2  # nothing through Triton's path again
+    calls = persistent.compiled.calls + splits.compiled.calls
+    assert len(calls) == 2
+    a_in = a2
+    if k == 37:  # this call's A copied, the bands cut from the copy
+        (copy,) = copies.compiled.calls
+        assert copy[0] is a2 and copy[1].stride() == (64, 1)
+        a_in = copy[1]
+    row = lambda t, at: t.data_ptr() + at * t.stride(0) * t.element_size()
+    for (_, jit_args, kwargs), call, kernel, at in zip(
+        first, calls, (persistent, splits if split else persistent), (0, 128)
+    ):
+        a_desc, b_desc, c_desc = call[:3]
+        assert (
+            a_desc.base.data_ptr() == row(a_in, at)
+            and b_desc.base is b2
+            and c_desc.base.data_ptr() == row(c2, at)
+        )
+        leading = 5 if kernel is splits else 3
+        if kernel is splits:
+            assert call[3].dtype == torch.float32 and call[3] is not jit_args[3]  # fresh partial slots
+        names = kernel.arg_names[len(jit_args) :]
+        assert call[leading:] == (*jit_args[leading:], *(kwargs[name] for name in names))
