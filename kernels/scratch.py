@@ -35,16 +35,25 @@ _KEPT: dict[tuple, torch.Tensor] = {}
 MIN_COUNTERS = 1024
 
 
-def _kept_zeroed(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+def _place(device: torch.device) -> tuple | None:
+    """What kept scratch is kept for on this call: (device, its current stream); None while the stream
+    captures a CUDA graph, which gets its own (`_kept_zeroed`). Asked once a launch, not once a buffer."""
+    if device.type != "cuda":
+        return device, 0
+    if torch.cuda.is_current_stream_capturing():
+        return None
+    # The stream's raw handle from Triton's driver (0.2 us), not `torch.cuda.current_stream(device)`,
+    # which builds a Stream object: 7-10 us of a call's host time on the H200's host.
+    return device, triton.runtime.driver.active.get_current_stream(device.index)
+
+
+def _kept_zeroed(numel: int, dtype: torch.dtype, device: torch.device, place: tuple | None) -> torch.Tensor:
+    if place is None:
         # A CUDA graph being captured gets its own, zeroed by a memset it replays: memory allocated
         # now is the graph's, and holds nothing until a replay, so it cannot serve eager calls, and a
         # kept buffer shared with a graph could be summed into by a replay and an eager call at once.
         return torch.zeros(numel, dtype=dtype, device=device)
-    # The stream's raw handle from Triton's driver (0.2 us), not `torch.cuda.current_stream(device)`,
-    # which builds a Stream object: 7-10 us of a call's host time on the H200's host.
-    stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
-    key = (device, stream, dtype)
+    key = (*place, dtype)
     kept = _KEPT.get(key)
     if kept is None or kept.numel() < numel:
         kept = _KEPT[key] = torch.zeros(numel, dtype=dtype, device=device)
@@ -53,7 +62,11 @@ def _kept_zeroed(numel: int, dtype: torch.dtype, device: torch.device) -> torch.
 
 def zeroed_counters(tiles: int, device: torch.device) -> torch.Tensor:
     """At least `tiles` zeroed int32 counters, kept for this device and its current stream."""
-    return _kept_zeroed(max(tiles, MIN_COUNTERS), torch.int32, device)
+    return _counters(tiles, device, _place(device))
+
+
+def _counters(tiles: int, device: torch.device, place: tuple | None) -> torch.Tensor:
+    return _kept_zeroed(max(tiles, MIN_COUNTERS), torch.int32, device, place)
 
 
 def zeroed_scratch(
@@ -62,8 +75,9 @@ def zeroed_scratch(
     """A summing kernel's (slots, counters): zeroed fp32 slots for `tiles` tiles of block_m x block_n (one
     at least: a launch with nothing to share still passes a pointer) and their counters, kept for this
     device and its current stream."""
-    slots = _kept_zeroed(max(tiles, 1) * block_m * block_n, torch.float32, device)
-    return slots, zeroed_counters(tiles, device)
+    place = _place(device)
+    slots = _kept_zeroed(max(tiles, 1) * block_m * block_n, torch.float32, device, place)
+    return slots, _counters(tiles, device, place)
 
 
 class ScratchOperands:
