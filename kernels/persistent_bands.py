@@ -34,18 +34,17 @@ import functools
 import torch
 
 from kernels.config import MatmulConfig
-from kernels.launching import COMPILE_ONLY, binds
+from kernels.launching import binds
 from kernels.operands import check_operands
 from kernels.persistent_tma import (
+    BoundPadded,
     bind_padded,
     compiled_persistent,
     launch_into,
-    misaligned,
     padded,
     padded_layout,
     tma_output,
 )
-from kernels.pitched import pitched_copy
 from kernels.registry import register_variant
 from kernels.schedule import THIN_TAIL, Bands, cdiv, multiprocessor_count, thin_tail_split, wave_bands
 from kernels.space import shared_memory_elements
@@ -155,45 +154,20 @@ def persistent_tma_bands(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) ->
 
 
 def _cut(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bands: Bands) -> tuple[tuple, tuple]:
-    """The main band's operands and the tail's: views of a (by rows) or b (by columns) and of c."""
+    """The main band's operands and the tail's: views of a (by rows) or b (by columns) and of c (the
+    bound launches' `BoundPadded.parts`)."""
     cut = bands.cut
     if bands.axis == "m":
         return (a[:cut], b, c[:cut]), (a[cut:], b, c[cut:])
     return (a, b[:, :cut], c[:, :cut]), (a, b[:, cut:], c[:, cut:])
 
 
-class BoundBands:
-    """`persistent_tma_bands` bound to a problem cut in two bands (kernels.launching.bound_launch): each
-    call makes its launcher's copies (of an operand TMA cannot describe) and C, then calls the main
-    band's and the tail's compiled kernels over their views, each `(runner, leading, tail)`: the
-    leading arguments from the views (descriptors from the key's plan; the split tail's partial slots
-    and counters), then the rest as Triton was first given them. A call whose uncopied operand starts
-    off 16 bytes, or one made while the farm compiles ahead, goes to `fallback` (the launcher)."""
-
-    __slots__ = ("bands", "copy_a", "copy_b", "fallback", "launches", "shape")
-
-    def __init__(self, launches, bands: Bands, copy_a: bool, copy_b: bool, shape, fallback) -> None:
-        self.launches, self.bands, self.copy_a, self.copy_b = launches, bands, copy_a, copy_b
-        self.shape, self.fallback = shape, fallback
-
-    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        if COMPILE_ONLY.get():
-            return self.fallback(a, b)
-        a_in = pitched_copy(a) if self.copy_a else a
-        b_in = pitched_copy(b) if self.copy_b else b
-        c = tma_output(*self.shape, like=a)
-        if misaligned(a_in, b_in, c):  # an uncopied operand off 16 bytes (copies and C start aligned)
-            return self.fallback(a, b)
-        for (runner, leading, tail), operands in zip(self.launches, _cut(a_in, b_in, c, self.bands)):
-            runner(*leading(*operands), *tail)
-        return c
-
-
 @binds("persistent_tma_bands")
 def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback):
     """`persistent_tma_bands` at cfg for operands like a and b: `persistent_tma_pad`'s binding where the
     problem is not cut, else both bands' compiled kernels and plans for the copies' and views' layouts
-    (nothing copied); None where either was not compiled yet."""
+    (nothing copied), launched over the two bands' views (`BoundPadded`); None where either was not
+    compiled yet."""
     (m, k), n = a.shape, b.shape[1]
     plan = band_plan(m, n, k, cfg, multiprocessor_count(a.device))
     if plan is None:  # one launch, as persistent_tma_pad's
@@ -213,4 +187,5 @@ def _bind(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback):
     (tail_runner, tail_tail), tail_plan = tail
     tail_leading = SplitTmaOperands(tail_plan, tail_cfg) if split else tail_plan.descriptors
     launches = ((main_runner, main_plan.descriptors, main_tail), (tail_runner, tail_leading, tail_tail))
-    return BoundBands(launches, bands, a_in is not a, b_in is not b, (m, n), fallback)
+    parts = functools.partial(_cut, bands=bands)
+    return BoundPadded(launches, parts, a_in is not a, b_in is not b, (m, n), fallback)

@@ -339,16 +339,18 @@ def persistent_tma_pad(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig) -> t
 
 
 class BoundPadded:
-    """`persistent_tma_pad` bound to a problem (kernels.launching.bound_launch): each call makes the copies
-    its launcher makes (`pitched_copy` of an operand TMA cannot describe, as found at binding) and C as
-    its launcher does (`tma_output`), then calls the compiled kernel with the plan's descriptors over
-    them. A call whose uncopied operand starts off 16 bytes, or one made while the farm compiles
-    ahead, goes to `fallback` (the launcher)."""
+    """A padding TMA launcher bound to a problem (kernels.launching.bound_launch): each call makes the
+    copies its launcher makes (`pitched_copy` of an operand TMA cannot describe, as found at binding)
+    and C as its launcher does (`tma_output`), then calls each of `launches`, (compiled runner, its
+    leading arguments from operands, the rest as Triton was first given them), over its part of them:
+    `parts(a, b, c)`, the whole for `persistent_tma_pad` (`whole`), both bands' views for
+    `persistent_tma_bands`. A call whose uncopied operand starts off 16 bytes, or one made while the
+    farm compiles ahead, goes to `fallback` (the launcher)."""
 
-    __slots__ = ("copy_a", "copy_b", "fallback", "plan", "runner", "shape", "tail")
+    __slots__ = ("copy_a", "copy_b", "fallback", "launches", "parts", "shape")
 
-    def __init__(self, runner, tail, plan: TmaPlan, copy_a: bool, copy_b: bool, shape, fallback) -> None:
-        self.runner, self.tail, self.plan, self.copy_a, self.copy_b = runner, tail, plan, copy_a, copy_b
+    def __init__(self, launches, parts, copy_a: bool, copy_b: bool, shape, fallback) -> None:
+        self.launches, self.parts, self.copy_a, self.copy_b = launches, parts, copy_a, copy_b
         self.shape, self.fallback = shape, fallback
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -359,8 +361,14 @@ class BoundPadded:
         c = tma_output(*self.shape, like=a)
         if misaligned(a_in, b_in, c):  # an uncopied operand off 16 bytes (copies and C start aligned)
             return self.fallback(a, b)
-        self.runner(*self.plan.descriptors(a_in, b_in, c), *self.tail)
+        for (runner, leading, tail), operands in zip(self.launches, self.parts(a_in, b_in, c)):
+            runner(*leading(*operands), *tail)
         return c
+
+
+def whole(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[tuple, ...]:
+    """One launch's operands: all of them (`BoundPadded.parts`)."""
+    return ((a, b, c),)
 
 
 @binds("persistent_tma_pad")
@@ -373,7 +381,8 @@ def bind_padded(a: torch.Tensor, b: torch.Tensor, cfg: MatmulConfig, fallback) -
     if compiled is None:
         return None
     (runner, tail), plan = compiled
-    return BoundPadded(runner, tail, plan, a_in is not a, b_in is not b, (m, n), fallback)
+    launches = ((runner, plan.descriptors, tail),)
+    return BoundPadded(launches, whole, a_in is not a, b_in is not b, (m, n), fallback)
 
 
 def compiled_persistent(a, b, c, cfg: MatmulConfig) -> tuple[tuple, TmaPlan] | None:
