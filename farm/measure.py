@@ -5,7 +5,10 @@
    with NaN (allocate, fill, free), so an unwritten tile or an unzeroed split-K output shows up.
    Measured on an H200: a grid missing its last tile row left exactly those 44 rows NaN.
 3. Accuracy against the fp64 reference (kernels.accuracy); atomic variants run again to record
-   nondeterminism (max |c1 - c2|).
+   nondeterminism (max |c1 - c2|). The summing variants' kept scratch (kernels.scratch) must be
+   zero after the check's launches: a point that leaves it dirty is wrong, and it is zeroed so the
+   next point starts clean (found dirty before a check, it is zeroed too, with a warning: an
+   earlier point's timed launches left it).
 4. Timing, in a named regime: farm.timing (which blocks of launches run when, and when a point
    stops), over farm.clock (how one block is timed: L2 flush, head start, CUPTI, NVML).
 """
@@ -14,12 +17,14 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import torch
 
 from farm.clock import Launch
 from kernels import check_accuracy
+from kernels.scratch import clear_scratch
 
 
 def make_inputs(m: int, n: int, k: int, dtype: torch.dtype, device: torch.device, seed: int):
@@ -44,10 +49,11 @@ class CheckResult:
     tolerance: float
     nondeterminism: float | None
     host_s: float  # host time of one launcher call, for sizing the head start of blocks
+    scratch_left: bool = False  # the launches left the kept split-K scratch not zeroed
 
     @property
     def ok(self) -> bool:
-        return self.rel_err <= self.tolerance
+        return self.rel_err <= self.tolerance and not self.scratch_left
 
 
 def check(
@@ -63,7 +69,11 @@ def check(
     split_k: int,
     repeats: int,
 ) -> CheckResult:
-    """Run once on poisoned memory and compare with fp64; repeat atomic variants (repeats > 1)."""
+    """Run once on poisoned memory and compare with fp64; repeat atomic variants (repeats > 1); see
+    whether the launches left the kept scratch zeroed."""
+    if clear_scratch(device):
+        said = "kept split-K scratch was not zeroed before this check: an earlier point's launches left it"
+        warnings.warn(said, stacklevel=2)
     poison_allocator(m, n, split_k, device)
     out = launch()
     _sync(device)
@@ -80,7 +90,7 @@ def check(
     launch()
     host_s = time.perf_counter() - start
     _sync(device)
-    return CheckResult(acc.rel_err, acc.tolerance, nondet, host_s)
+    return CheckResult(acc.rel_err, acc.tolerance, nondet, host_s, scratch_left=clear_scratch(device))
 
 
 def _sync(device: torch.device) -> None:

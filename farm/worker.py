@@ -391,11 +391,12 @@ class GpuWorker:
                 return self._record(slot, Status.CRASHED, error="CUDA context lost: " + _error_text(exc))
             return self._record(slot, failure_status(exc), error=_error_text(exc) + "\n" + _last_frames(exc))
         if not slot.check.ok:
-            return self._record(
-                slot,
-                Status.WRONG,
-                error=f"rel_err {slot.check.rel_err:.3g} > tolerance {slot.check.tolerance:.3g}",
-            )
+            check = slot.check
+            beyond = ">" if check.rel_err > check.tolerance else "<="
+            error = f"rel_err {check.rel_err:.3g} {beyond} tolerance {check.tolerance:.3g}"
+            if check.scratch_left:
+                error += "; its launches left the kept split-K scratch not zeroed (zeroed for the next point)"
+            return self._record(slot, Status.WRONG, error=error)
         return None
 
     def _context_ok(self) -> bool:

@@ -99,6 +99,21 @@ def scratch_is_zeroed() -> bool:
     return all(not bool(kept.any()) for kept in _KEPT.values())
 
 
+def clear_scratch(device: torch.device) -> bool:
+    """Zero the slots and counters kept for `device`'s current stream; whether any was not zero. Each
+    launch must leave them zeroed (`take_sum`); one that does not makes every later summing launch on
+    the stream add to its leftovers, so the farm clears them around each point's check
+    (farm/measure.py) and calls the point that left them `wrong`. Nothing is kept while a CUDA graph
+    is captured: False."""
+    place = _place(device)
+    dirty = False
+    for key, kept in _KEPT.items():
+        if place is not None and key[:2] == place and bool(kept.any()):
+            kept.zero_()
+            dirty = True
+    return dirty
+
+
 @triton.jit
 def contribute(
     ws_ptr, counts_ptr, tile, acc, iters, iters_per_tile, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
