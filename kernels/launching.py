@@ -216,7 +216,8 @@ class KeptBindings:
 
     A launcher makes its kernel's key from the operands on every call (the checks, strides, alignments
     and the key's hash): 16.5 us a call for `tiled` at 512x512x32768 against 11.5 for the same kernel
-    through kernels.matmul's bound route, and 7.1 for the compiled kernel alone (H100 host). The bound
+    through kernels.matmul's bound route, and 7.1 for the compiled kernel alone (H100 host); kept, with
+    launches below Triton's runner, 11.7-12.6 against 8.8-9.5 through Triton's runner (another). The bound
     launch allocates C, checks the operands' 16-byte starts and calls the runner; a call whose starts
     differ, one made while the farm compiles ahead, or operands the key cannot tell (a tensor
     subclass, a gradient to record) takes the launcher itself. Where binding fails (nothing compiled:
