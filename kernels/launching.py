@@ -127,9 +127,14 @@ def below_triton(compiled: CompiledKernel, grid: tuple[int, int, int], kernel_ar
     ):
         return triton_runner
     runtime = knobs.runtime
-    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
-    if getattr(enter, "calls", True) or getattr(leave, "calls", True):  # hooked now, or not a hook chain
+
+    def hooked() -> bool:  # read at each launch too: a profiler may add a hook, or replace a chain
+        enter_now, leave_now = runtime.launch_enter_hook, runtime.launch_exit_hook
+        return getattr(enter_now, "calls", True) or getattr(leave_now, "calls", True)
+
+    if hooked():  # a hook now, or a hook that is not a chain
         return triton_runner
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
     current_device, current_stream = driver.active.get_current_device, driver.active.get_current_stream
     recorded = []
     spy, dry = copy.copy(launcher), copy.copy(compiled)
@@ -144,10 +149,6 @@ def below_triton(compiled: CompiledKernel, grid: tuple[int, int, int], kernel_ar
         return triton_runner
     fixed, packed = template
     launch, (gx, gy, gz) = launcher.launch, grid
-
-    def hooked() -> bool:  # read at each launch: a profiler may add a hook, or replace a chain
-        enter_now, leave_now = runtime.launch_enter_hook, runtime.launch_exit_hook
-        return getattr(enter_now, "calls", True) or getattr(leave_now, "calls", True)
 
     if packed:  # the kernel's arguments as one tuple (Triton 3.9)
 

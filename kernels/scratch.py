@@ -106,9 +106,11 @@ def clear_scratch(device: torch.device) -> bool:
     (farm/measure.py) and calls the point that left them `wrong`. Nothing is kept while a CUDA graph
     is captured: False."""
     place = _place(device)
+    if place is None:
+        return False
     dirty = False
     for key, kept in _KEPT.items():
-        if place is not None and key[:2] == place and bool(kept.any()):
+        if key[:2] == place and bool(kept.any()):
             kept.zero_()
             dirty = True
     return dirty
